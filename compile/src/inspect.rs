@@ -1,0 +1,116 @@
+//! `edgescore inspect`: what an artifact holds, for humans (text) and tools (JSON).
+
+use edgescore_filter::artifact::layout::{node, FEATURE_CATEGORICAL};
+use edgescore_filter::TreeEnsemble;
+use serde::Serialize;
+
+#[derive(Serialize)]
+pub struct Report {
+    pub name: String,
+    pub version: String,
+    pub source: String,
+    pub objective: String,
+    pub task: String,
+    pub n_features: usize,
+    pub n_outputs: usize,
+    pub trees: usize,
+    pub nodes: usize,
+    pub leaves: usize,
+    /// `depth_histogram[d]` = number of trees of depth d.
+    pub depth_histogram: Vec<usize>,
+    pub features_used: Vec<FeatureUse>,
+    pub categorical_features: Vec<CategoricalFeature>,
+    pub size_bytes: usize,
+    pub checksum: String,
+    pub base_score: Vec<f64>,
+}
+
+#[derive(Serialize)]
+pub struct FeatureUse {
+    pub index: usize,
+    pub name: String,
+    pub splits: usize,
+}
+
+#[derive(Serialize)]
+pub struct CategoricalFeature {
+    pub index: usize,
+    pub name: String,
+    pub buckets: u32,
+}
+
+pub fn report(e: &TreeEnsemble) -> Report {
+    let nodes = e.nodes();
+    let mut splits = vec![0usize; e.n_features()];
+    let mut leaves = 0;
+    for n in nodes {
+        if n.feature_flags & node::LEAF != 0 {
+            leaves += 1;
+        } else {
+            splits[(n.feature_flags & node::FEATURE_MASK) as usize] += 1;
+        }
+    }
+    let mut depth_histogram = vec![0usize; e.meta().max_depth as usize + 1];
+    for t in e.trees() {
+        depth_histogram[t.depth as usize] += 1;
+    }
+    let features_used = splits
+        .iter()
+        .enumerate()
+        .filter(|(_, &s)| s > 0)
+        .map(|(i, &s)| FeatureUse { index: i, name: e.feature_name(i).to_string(), splits: s })
+        .collect();
+    let categorical_features = e
+        .features()
+        .iter()
+        .enumerate()
+        .filter(|(_, f)| f.kind == FEATURE_CATEGORICAL)
+        .map(|(i, f)| CategoricalFeature { index: i, name: e.feature_name(i).to_string(), buckets: f.buckets })
+        .collect();
+    Report {
+        name: e.name().to_string(),
+        version: e.version().to_string(),
+        source: format!("{:?}", e.source()),
+        objective: e.objective().to_string(),
+        task: format!("{:?}", e.task()),
+        n_features: e.n_features(),
+        n_outputs: e.n_outputs(),
+        trees: e.trees().len(),
+        nodes: nodes.len(),
+        leaves,
+        depth_histogram,
+        features_used,
+        categorical_features,
+        size_bytes: e.size_bytes(),
+        checksum: format!("{:016x}", e.checksum()),
+        base_score: e.base_score().to_vec(),
+    }
+}
+
+pub fn render_text(r: &Report) -> String {
+    let mut s = String::new();
+    let mut line = |k: &str, v: String| s.push_str(&format!("{k:<22}{v}\n"));
+    line("name", r.name.clone());
+    line("version", r.version.clone());
+    line("source", r.source.clone());
+    line("objective", r.objective.clone());
+    line("task", r.task.clone());
+    line("features", r.n_features.to_string());
+    line("outputs", r.n_outputs.to_string());
+    line("trees", r.trees.to_string());
+    line("nodes", format!("{} ({} leaves)", r.nodes, r.leaves));
+    let hist: Vec<String> = r.depth_histogram.iter().enumerate().filter(|(_, &c)| c > 0).map(|(d, c)| format!("{d}:{c}")).collect();
+    line("depth histogram", hist.join(" "));
+    line("size", format!("{} bytes", r.size_bytes));
+    line("checksum (xxh3-64)", r.checksum.clone());
+    line("base score", format!("{:?}", r.base_score));
+    let cats: Vec<String> = r.categorical_features.iter().map(|c| format!("{} ({} buckets)", c.name, c.buckets)).collect();
+    line("categorical", if cats.is_empty() { "none".into() } else { cats.join(", ") });
+    s.push_str("features used (splits):\n");
+    let mut used: Vec<&FeatureUse> = r.features_used.iter().collect();
+    used.sort_by(|a, b| b.splits.cmp(&a.splits).then(a.index.cmp(&b.index)));
+    for f in used {
+        s.push_str(&format!("  {:>6}  {} [{}]\n", f.splits, f.name, f.index));
+    }
+    s
+}

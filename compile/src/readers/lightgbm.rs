@@ -1,0 +1,514 @@
+//! LightGBM text models (`Booster.save_model`, LightGBM 3.x/4.x, `version=v3`/`v4`).
+//!
+//! Semantics follow LightGBM 4.x's `Tree::NumericalDecision` / `Tree::CategoricalDecision`
+//! (include/LightGBM/tree.h) applied to the feature value widened to `f64`, plus the C API's
+//! row conversion, which drops every value with `|x| <= kZeroThreshold` (so the tree sees 0.0):
+//!
+//! - Numerical node, `x <= threshold` goes left (IR `yes` = left):
+//!   - missing type None (0): NaN is replaced by 0.0, so `missing_yes = 0.0 <= threshold`;
+//!   - missing type NaN (2): NaN goes to the default child (`default_left` bit);
+//!   - missing type Zero (1): NaN becomes 0.0, and 0.0 (i.e. `|x| <= kZeroThreshold`) goes to
+//!     the default child: [`Test::LeZeroAsMissing`] with `missing_yes = default_left`.
+//!
+//!   `kZeroThreshold` is the C++ `const double kZeroThreshold = 1e-35f`, i.e. the f32 `1e-35`
+//!   = 1.0000000180025095e-35 (inclusive). Because tiny values reach the tree as 0.0, a
+//!   threshold `t` in `[-kZeroThreshold, kZeroThreshold)` is rewritten so that comparing the
+//!   raw value gives LightGBM's answer: `-kZ <= t < 0` becomes `x < -kZ`, `0 <= t < kZ` becomes
+//!   `x <= kZ` (other thresholds are unchanged).
+//! - Categorical node: NaN goes right (4.x, whatever the missing type); `(int)x < 0` goes right;
+//!   otherwise left iff bit `(int)x` is set in the node's bitset (values past the bitset are not
+//!   in it). IR: `InSet { categories: every set bit, invalid_at_or_below: -1.0 }`, yes = left,
+//!   `missing_yes = false`. (`(int)x` of values beyond i32 is INT_MIN on x86 → right; the
+//!   evaluator's "beyond every category" rule gives the same.)
+//! - Leaves already include shrinkage and the initial score (boost_from_average is folded into
+//!   the first tree), so the base score is 0 per output. Tree `i` adds to output
+//!   `i % num_tree_per_iteration`. `average_output` (random forest) divides each output's sum
+//!   by the number of iterations.
+
+use super::ReadError;
+use edgescore_filter::ir::{Aggregate, FeatureDef, FeatureKind, Link, ModelIr, Node, SourceFormat, Task, Test, Tree};
+use std::collections::HashMap;
+
+const FORMAT: &str = "lightgbm";
+
+/// LightGBM's `kZeroThreshold` (`1e-35f` stored in a double).
+const K_ZERO_THRESHOLD: f64 = 1e-35_f32 as f64;
+
+fn malformed(detail: impl Into<String>) -> ReadError {
+    ReadError::malformed(FORMAT, detail)
+}
+
+fn tree_err(t: usize, detail: impl std::fmt::Display) -> ReadError {
+    malformed(format!("tree {t}: {detail}"))
+}
+
+/// `key=value` lines of the header (and bare flags such as `average_output`), then one block
+/// per `Tree=N` section.
+struct Sections<'a> {
+    header: HashMap<&'a str, &'a str>,
+    flags: Vec<&'a str>,
+    trees: Vec<HashMap<&'a str, &'a str>>,
+}
+
+fn split_sections(text: &str) -> Result<Sections<'_>, ReadError> {
+    let mut lines = text.lines().map(str::trim).filter(|l| !l.is_empty());
+    match lines.next() {
+        Some("tree") => {}
+        _ => return Err(malformed("does not start with a `tree` line")),
+    }
+    let mut sections = Sections { header: HashMap::new(), flags: Vec::new(), trees: Vec::new() };
+    let mut ended = false;
+    for line in lines {
+        if line == "end of trees" {
+            ended = true;
+            break;
+        }
+        if line.starts_with("Tree=") {
+            sections.trees.push(HashMap::new());
+            continue;
+        }
+        match (line.split_once('='), sections.trees.last_mut()) {
+            (Some((key, value)), None) => {
+                if sections.header.insert(key.trim(), value.trim()).is_some() {
+                    return Err(malformed(format!("header key `{}` appears twice", key.trim())));
+                }
+            }
+            (None, None) => sections.flags.push(line),
+            (Some((key, value)), Some(tree)) => {
+                if tree.insert(key.trim(), value.trim()).is_some() {
+                    let t = sections.trees.len() - 1;
+                    return Err(tree_err(t, format_args!("key `{}` appears twice", key.trim())));
+                }
+            }
+            (None, Some(_)) => {
+                let t = sections.trees.len() - 1;
+                return Err(tree_err(t, format_args!("unexpected line `{}`", truncate(line))));
+            }
+        }
+    }
+    if !ended {
+        return Err(malformed("no `end of trees` line (truncated file?)"));
+    }
+    Ok(sections)
+}
+
+fn truncate(s: &str) -> &str {
+    match s.char_indices().nth(60) {
+        Some((i, _)) => &s[..i],
+        None => s,
+    }
+}
+
+fn header_int(header: &HashMap<&str, &str>, key: &str) -> Result<Option<i64>, ReadError> {
+    header
+        .get(key)
+        .map(|v| v.parse::<i64>().map_err(|_| malformed(format!("header `{key}` is not an integer: `{}`", truncate(v)))))
+        .transpose()
+}
+
+/// What the objective line means for the reported outputs.
+struct Objective {
+    task: Task,
+    link: Link,
+}
+
+fn objective_param(tokens: &[&str], name: &str) -> Result<Option<f64>, ReadError> {
+    for tok in tokens {
+        if let Some((k, v)) = tok.split_once(':') {
+            if k == name {
+                let x = v.parse::<f64>().map_err(|_| malformed(format!("objective parameter `{tok}` is not a number")))?;
+                return Ok(Some(x));
+            }
+        }
+    }
+    Ok(None)
+}
+
+fn sigmoid_scale(objective: &str, tokens: &[&str]) -> Result<f64, ReadError> {
+    match objective_param(tokens, "sigmoid")? {
+        Some(s) if s.is_finite() && s > 0.0 => Ok(s),
+        Some(s) => Err(malformed(format!("objective `{objective}`: sigmoid parameter {s} is not positive"))),
+        None => Err(malformed(format!("objective `{objective}` has no `sigmoid:` parameter"))),
+    }
+}
+
+fn parse_objective(objective: Option<&str>, n_outputs: usize) -> Result<Objective, ReadError> {
+    let raw = |n_outputs: usize| Objective {
+        task: if n_outputs > 1 { Task::MulticlassClassification } else { Task::Regression },
+        link: Link::Identity,
+    };
+    let Some(objective) = objective else {
+        // No objective line: LightGBM predicts raw scores (e.g. a custom objective).
+        return Ok(raw(n_outputs));
+    };
+    let tokens: Vec<&str> = objective.split_whitespace().collect();
+    let Some(&kind) = tokens.first() else {
+        return Ok(raw(n_outputs));
+    };
+    let single = |what: &str| {
+        if n_outputs == 1 {
+            Ok(())
+        } else {
+            Err(malformed(format!("objective `{what}` with {n_outputs} trees per iteration")))
+        }
+    };
+    let regression = |link| Objective { task: Task::Regression, link };
+    Ok(match kind {
+        "binary" => {
+            single(kind)?;
+            Objective { task: Task::BinaryClassification, link: Link::Sigmoid { scale: sigmoid_scale(objective, &tokens)? } }
+        }
+        "multiclass" | "multiclassova" => {
+            if let Some(k) = objective_param(&tokens, "num_class")? {
+                if k != n_outputs as f64 {
+                    return Err(malformed(format!("objective `{objective}` but {n_outputs} trees per iteration")));
+                }
+            }
+            let link = if kind == "multiclass" { Link::Softmax } else { Link::Sigmoid { scale: sigmoid_scale(objective, &tokens)? } };
+            Objective { task: Task::MulticlassClassification, link }
+        }
+        "regression" | "regression_l1" | "quantile" | "fair" | "mape" | "mean_absolute_percentage_error" => {
+            single(kind)?;
+            if tokens.contains(&"sqrt") {
+                return Err(ReadError::unsupported(
+                    FORMAT,
+                    format!("objective `{objective}` (reg_sqrt: LightGBM squares the prediction)"),
+                    None,
+                ));
+            }
+            regression(Link::Identity)
+        }
+        // LightGBM disables `sqrt` for huber itself.
+        "huber" | "lambdarank" | "rank_xendcg" => {
+            single(kind)?;
+            regression(Link::Identity)
+        }
+        "poisson" | "gamma" | "tweedie" => {
+            single(kind)?;
+            regression(Link::Exp)
+        }
+        "cross_entropy" | "xentropy" => {
+            single(kind)?;
+            regression(Link::Sigmoid { scale: 1.0 })
+        }
+        "none" | "null" | "custom" | "na" => raw(n_outputs),
+        _ => return Err(ReadError::unsupported(FORMAT, format!("objective `{objective}`"), None)),
+    })
+}
+
+/// Parses a whitespace-separated list of exactly `len` values.
+fn list<T: std::str::FromStr>(
+    t: usize,
+    tree: &HashMap<&str, &str>,
+    key: &str,
+    len: usize,
+) -> Result<Vec<T>, ReadError> {
+    let Some(text) = tree.get(key) else {
+        return Err(tree_err(t, format_args!("missing `{key}`")));
+    };
+    let mut out = Vec::with_capacity(len.min(1 << 16));
+    for tok in text.split_whitespace() {
+        if out.len() == len {
+            return Err(tree_err(t, format_args!("`{key}` has more than {len} values")));
+        }
+        let v = tok.parse::<T>().map_err(|_| tree_err(t, format_args!("`{key}`: bad value `{}`", truncate(tok))))?;
+        out.push(v);
+    }
+    if out.len() != len {
+        return Err(tree_err(t, format_args!("`{key}` has {} values, expected {len}", out.len())));
+    }
+    Ok(out)
+}
+
+fn tree_int(t: usize, tree: &HashMap<&str, &str>, key: &str) -> Result<Option<i64>, ReadError> {
+    tree.get(key)
+        .map(|v| v.parse::<i64>().map_err(|_| tree_err(t, format_args!("`{key}` is not an integer: `{}`", truncate(v)))))
+        .transpose()
+}
+
+/// Per-feature facts gathered from the header and the splits.
+#[derive(Clone)]
+struct FeatureInfo {
+    categorical: bool,
+    /// One past the largest category code seen (feature_infos or split bitsets).
+    buckets: u64,
+}
+
+fn parse_feature_infos(text: &str, n_features: usize) -> Result<Vec<FeatureInfo>, ReadError> {
+    let tokens: Vec<&str> = text.split_whitespace().collect();
+    if tokens.len() != n_features {
+        return Err(malformed(format!("feature_infos has {} entries for {n_features} features", tokens.len())));
+    }
+    tokens
+        .iter()
+        .enumerate()
+        .map(|(i, tok)| {
+            if *tok == "none" || tok.starts_with('[') {
+                return Ok(FeatureInfo { categorical: false, buckets: 0 });
+            }
+            let mut buckets = 0u64;
+            for c in tok.split(':') {
+                let c: i64 = c
+                    .parse()
+                    .map_err(|_| malformed(format!("feature_infos entry {i} is neither a range nor categories: `{}`", truncate(tok))))?;
+                if c >= 0 {
+                    buckets = buckets.max(c as u64 + 1);
+                }
+            }
+            Ok(FeatureInfo { categorical: true, buckets })
+        })
+        .collect()
+}
+
+/// Child reference (`>= 0` internal node, `< 0` `~leaf`) → IR node index.
+fn child_index(t: usize, child: i32, n_internal: usize, n_leaves: usize) -> Result<usize, ReadError> {
+    if child >= 0 {
+        let c = child as usize;
+        if c >= n_internal {
+            return Err(tree_err(t, format_args!("child node {c} out of range ({n_internal} internal nodes)")));
+        }
+        Ok(c)
+    } else {
+        let leaf = !child as usize;
+        if leaf >= n_leaves {
+            return Err(tree_err(t, format_args!("child leaf {leaf} out of range ({n_leaves} leaves)")));
+        }
+        Ok(n_internal + leaf)
+    }
+}
+
+/// The numeric test LightGBM applies to the raw value `x` once tiny values are read as 0.0
+/// (see the module docs).
+fn numeric_le(threshold: f64) -> Test {
+    if (-K_ZERO_THRESHOLD..0.0).contains(&threshold) {
+        Test::Lt(-K_ZERO_THRESHOLD)
+    } else if (0.0..K_ZERO_THRESHOLD).contains(&threshold) {
+        Test::Le(K_ZERO_THRESHOLD)
+    } else {
+        Test::Le(threshold)
+    }
+}
+
+fn read_tree(
+    t: usize,
+    block: &HashMap<&str, &str>,
+    n_outputs: usize,
+    features: &mut [FeatureInfo],
+) -> Result<Tree, ReadError> {
+    let output = (t % n_outputs) as u32;
+    if let Some(linear) = tree_int(t, block, "is_linear")? {
+        if linear != 0 {
+            return Err(ReadError::unsupported(FORMAT, "linear tree", Some(t)));
+        }
+    }
+    let n_leaves = tree_int(t, block, "num_leaves")?.ok_or_else(|| tree_err(t, "missing `num_leaves`"))?;
+    if n_leaves < 1 || n_leaves > (1 << 24) {
+        return Err(tree_err(t, format_args!("num_leaves = {n_leaves}")));
+    }
+    let n_leaves = n_leaves as usize;
+    let leaf_values: Vec<f64> = list(t, block, "leaf_value", n_leaves)?;
+    if let Some(v) = leaf_values.iter().find(|v| !v.is_finite()) {
+        return Err(tree_err(t, format_args!("leaf value {v} is not finite")));
+    }
+    if n_leaves == 1 {
+        return Ok(Tree { output, nodes: vec![Node::Leaf { value: leaf_values[0] }] });
+    }
+    let n_internal = n_leaves - 1;
+    let num_cat = tree_int(t, block, "num_cat")?.unwrap_or(0);
+    if num_cat < 0 || num_cat > n_internal as i64 {
+        return Err(tree_err(t, format_args!("num_cat = {num_cat}")));
+    }
+    let num_cat = num_cat as usize;
+    let split_feature: Vec<i64> = list(t, block, "split_feature", n_internal)?;
+    let threshold: Vec<f64> = list(t, block, "threshold", n_internal)?;
+    let decision_type: Vec<i64> = list(t, block, "decision_type", n_internal)?;
+    let left: Vec<i32> = list(t, block, "left_child", n_internal)?;
+    let right: Vec<i32> = list(t, block, "right_child", n_internal)?;
+    let (cat_boundaries, cat_threshold): (Vec<i64>, Vec<u32>) = if num_cat > 0 {
+        let b: Vec<i64> = list(t, block, "cat_boundaries", num_cat + 1)?;
+        let n_words = b[num_cat];
+        if n_words < 0 || n_words > (1 << 26) {
+            return Err(tree_err(t, format_args!("cat_boundaries ends at {n_words}")));
+        }
+        let words: Vec<u32> = list(t, block, "cat_threshold", n_words as usize)?;
+        if b[0] != 0 || b.windows(2).any(|w| w[0] > w[1]) {
+            return Err(tree_err(t, "cat_boundaries are not increasing from 0"));
+        }
+        (b, words)
+    } else {
+        (Vec::new(), Vec::new())
+    };
+
+    // Check the structure is a tree rooted at node 0: every other node has exactly one parent
+    // and is reachable from the root.
+    let n_nodes = n_internal + n_leaves;
+    let mut children = Vec::with_capacity(n_internal);
+    let mut parents = vec![0u32; n_nodes];
+    for i in 0..n_internal {
+        let yes = child_index(t, left[i], n_internal, n_leaves)?;
+        let no = child_index(t, right[i], n_internal, n_leaves)?;
+        for c in [yes, no] {
+            parents[c] += 1;
+        }
+        children.push((yes, no));
+    }
+    if parents[0] != 0 {
+        return Err(tree_err(t, "the root node is a child of another node (cycle)"));
+    }
+    if let Some(n) = (1..n_nodes).find(|&n| parents[n] != 1) {
+        let what = if n < n_internal { format!("node {n}") } else { format!("leaf {}", n - n_internal) };
+        return Err(tree_err(t, format_args!("{what} has {} parents", parents[n])));
+    }
+    let mut reached = 0usize;
+    let mut stack = vec![0usize];
+    let mut seen = vec![false; n_nodes];
+    while let Some(n) = stack.pop() {
+        if std::mem::replace(&mut seen[n], true) {
+            return Err(tree_err(t, "cycle among nodes"));
+        }
+        reached += 1;
+        if n < n_internal {
+            stack.push(children[n].0);
+            stack.push(children[n].1);
+        }
+    }
+    if reached != n_nodes {
+        return Err(tree_err(t, "some nodes are not reachable from the root (cycle)"));
+    }
+
+    let mut nodes = Vec::with_capacity(n_nodes);
+    for i in 0..n_internal {
+        let feature = split_feature[i];
+        if feature < 0 || feature as usize >= features.len() {
+            return Err(tree_err(t, format_args!("node {i}: split feature {feature} out of range")));
+        }
+        let dt = decision_type[i];
+        if !(0..16).contains(&dt) {
+            return Err(tree_err(t, format_args!("node {i}: decision_type {dt}")));
+        }
+        let th = threshold[i];
+        if th.is_nan() {
+            return Err(tree_err(t, format_args!("node {i}: NaN threshold")));
+        }
+        let default_left = dt & 2 != 0;
+        let missing_type = (dt >> 2) & 3;
+        let (yes, no) = children[i];
+        let (test, missing_yes) = if dt & 1 != 0 {
+            // LightGBM only consults the bitsets when the tree has num_cat > 0.
+            if num_cat == 0 {
+                return Err(tree_err(t, format_args!("node {i}: categorical split in a tree with num_cat=0")));
+            }
+            if th < 0.0 || th.fract() != 0.0 || th >= num_cat as f64 {
+                return Err(tree_err(t, format_args!("node {i}: categorical threshold {th} is not an index below num_cat={num_cat}")));
+            }
+            let idx = th as usize;
+            let (lo, hi) = (cat_boundaries[idx] as usize, cat_boundaries[idx + 1] as usize);
+            let mut categories = Vec::new();
+            for (w, &word) in cat_threshold[lo..hi].iter().enumerate() {
+                for bit in 0..32 {
+                    if word >> bit & 1 != 0 {
+                        categories.push((w * 32 + bit) as u32);
+                    }
+                }
+            }
+            let info = &mut features[feature as usize];
+            info.categorical = true;
+            if let Some(&max) = categories.last() {
+                info.buckets = info.buckets.max(max as u64 + 1);
+            }
+            (Test::InSet { categories, invalid_at_or_below: -1.0 }, false)
+        } else {
+            match missing_type {
+                0 => (numeric_le(th), 0.0 <= th),
+                1 => (Test::LeZeroAsMissing(th), default_left),
+                2 => (numeric_le(th), default_left),
+                _ => return Err(tree_err(t, format_args!("node {i}: unknown missing type 3 (decision_type {dt})"))),
+            }
+        };
+        nodes.push(Node::Split { feature: feature as u32, test, missing_yes, yes: yes as u32, no: no as u32 });
+    }
+    nodes.extend(leaf_values.into_iter().map(|value| Node::Leaf { value }));
+    Ok(Tree { output, nodes })
+}
+
+pub fn read(bytes: &[u8]) -> Result<ModelIr, ReadError> {
+    let text = std::str::from_utf8(bytes).map_err(|e| malformed(format!("not UTF-8 text: {e}")))?;
+    let sections = split_sections(text)?;
+    let header = &sections.header;
+
+    let num_class = header_int(header, "num_class")?.ok_or_else(|| malformed("missing `num_class`"))?;
+    let per_iteration = header_int(header, "num_tree_per_iteration")?.unwrap_or(num_class);
+    if !(1..=1 << 16).contains(&num_class) || per_iteration != num_class {
+        return Err(malformed(format!("num_class = {num_class}, num_tree_per_iteration = {per_iteration}")));
+    }
+    let n_outputs = per_iteration as usize;
+    let max_feature_idx = header_int(header, "max_feature_idx")?.ok_or_else(|| malformed("missing `max_feature_idx`"))?;
+    if !(0..1 << 24).contains(&max_feature_idx) {
+        return Err(malformed(format!("max_feature_idx = {max_feature_idx}")));
+    }
+    let n_features = max_feature_idx as usize + 1;
+
+    let names: Vec<String> = match header.get("feature_names") {
+        Some(text) => {
+            let names: Vec<String> = text.split_whitespace().map(str::to_string).collect();
+            if names.len() != n_features {
+                return Err(malformed(format!("feature_names has {} names for {n_features} features", names.len())));
+            }
+            names
+        }
+        None => (0..n_features).map(|i| format!("Column_{i}")).collect(),
+    };
+    let mut infos = match header.get("feature_infos") {
+        Some(text) => parse_feature_infos(text, n_features)?,
+        None => vec![FeatureInfo { categorical: false, buckets: 0 }; n_features],
+    };
+
+    let objective_text = header.get("objective").copied();
+    let Objective { task, link } = parse_objective(objective_text, n_outputs)?;
+
+    if sections.trees.len() % n_outputs != 0 {
+        return Err(malformed(format!("{} trees is not a multiple of {n_outputs} trees per iteration", sections.trees.len())));
+    }
+    let trees = sections
+        .trees
+        .iter()
+        .enumerate()
+        .map(|(t, block)| read_tree(t, block, n_outputs, &mut infos))
+        .collect::<Result<Vec<_>, _>>()?;
+
+    let aggregate = if sections.flags.contains(&"average_output") {
+        let iterations = trees.len() / n_outputs;
+        if iterations == 0 {
+            return Err(malformed("average_output with no trees"));
+        }
+        Aggregate::Average { divisor: iterations as f64 }
+    } else {
+        Aggregate::Sum
+    };
+
+    let features = names
+        .into_iter()
+        .zip(infos)
+        .map(|(name, info)| FeatureDef {
+            name,
+            kind: if info.categorical {
+                FeatureKind::Categorical { buckets: info.buckets.clamp(1, u32::MAX as u64) as u32 }
+            } else {
+                FeatureKind::Numeric
+            },
+        })
+        .collect();
+
+    Ok(ModelIr {
+        name: String::new(),
+        version: header.get("version").map(|v| v.to_string()).unwrap_or_default(),
+        source: SourceFormat::LightGBM,
+        objective: objective_text.unwrap_or("").to_string(),
+        task,
+        link,
+        aggregate,
+        base_score: vec![0.0; n_outputs],
+        features,
+        trees,
+    })
+}

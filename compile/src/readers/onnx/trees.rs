@@ -1,0 +1,252 @@
+//! The `nodes_*` and `class_*`/`target_*` attribute tables → validated, re-indexed trees
+//! ("skeletons") whose leaves still carry their per-class weights.
+
+use super::malformed;
+use crate::readers::ReadError;
+use edgescore_filter::ir::Test;
+use std::collections::{HashMap, HashSet};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Mode {
+    Leaf,
+    Le,
+    Lt,
+    Ge,
+    Gt,
+    Eq,
+    Ne,
+}
+
+impl Mode {
+    pub fn parse(s: &str) -> Option<Mode> {
+        Some(match s {
+            "LEAF" => Mode::Leaf,
+            "BRANCH_LEQ" => Mode::Le,
+            "BRANCH_LT" => Mode::Lt,
+            "BRANCH_GTE" => Mode::Ge,
+            "BRANCH_GT" => Mode::Gt,
+            "BRANCH_EQ" => Mode::Eq,
+            "BRANCH_NEQ" => Mode::Ne,
+            _ => return None,
+        })
+    }
+}
+
+/// The `nodes_*` attributes, all of the same length (checked by the caller).
+pub(super) struct NodeTable<'a> {
+    pub tree_ids: &'a [i64],
+    pub node_ids: &'a [i64],
+    pub feature_ids: &'a [i64],
+    pub modes: Vec<Mode>,
+    pub values: Vec<f64>,
+    pub true_ids: &'a [i64],
+    pub false_ids: &'a [i64],
+    pub missing_true: Vec<bool>,
+}
+
+/// The leaf weights (`class_*` or `target_*`), all of the same length (checked by the caller).
+pub(super) struct WeightTable<'a> {
+    /// "class" or "target", for messages.
+    pub kind: &'static str,
+    pub tree_ids: &'a [i64],
+    pub node_ids: &'a [i64],
+    pub ids: &'a [i64],
+    pub values: Vec<f64>,
+    /// Number of classes or targets: ids must be below it.
+    pub n_ids: usize,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub(super) enum SkelNode {
+    Split { feature: u32, test: Test, missing_yes: bool, yes: u32, no: u32 },
+    /// Summed weight per class/target id, sorted by id; ids without a weight are absent.
+    Leaf { weights: Vec<(u32, f64)> },
+}
+
+/// One ONNX tree, re-indexed so that `nodes[0]` is the root.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct Skeleton {
+    pub tree_id: i64,
+    pub nodes: Vec<SkelNode>,
+}
+
+impl Skeleton {
+    /// Class/target ids that some leaf of this tree carries a weight for (sorted, unique).
+    pub fn ids(&self) -> Vec<u32> {
+        let mut ids: Vec<u32> = self
+            .nodes
+            .iter()
+            .flat_map(|n| match n {
+                SkelNode::Leaf { weights } => weights.iter().map(|&(c, _)| c).collect(),
+                SkelNode::Split { .. } => Vec::new(),
+            })
+            .collect();
+        ids.sort_unstable();
+        ids.dedup();
+        ids
+    }
+
+    /// Whether every leaf carries a weight for `id` (then every row reaching this tree scores it).
+    pub fn every_leaf_has(&self, id: u32) -> bool {
+        self.nodes.iter().all(|n| match n {
+            SkelNode::Leaf { weights } => weights.iter().any(|&(c, _)| c == id),
+            SkelNode::Split { .. } => true,
+        })
+    }
+}
+
+/// Groups, validates and re-indexes the trees. `n_features`, when known from the input shape,
+/// bounds the feature ids. Trees come out in the order of their first node in the attributes.
+pub(super) fn build(table: &NodeTable, weights: &WeightTable, n_features: Option<usize>) -> Result<Vec<Skeleton>, ReadError> {
+    // (tree id, node id) → row in the table; trees in order of first appearance.
+    let mut index: HashMap<(i64, i64), usize> = HashMap::with_capacity(table.tree_ids.len());
+    let mut trees: Vec<(i64, Vec<usize>)> = Vec::new();
+    let mut tree_pos: HashMap<i64, usize> = HashMap::new();
+    for (row, (&t, &n)) in table.tree_ids.iter().zip(table.node_ids).enumerate() {
+        if index.insert((t, n), row).is_some() {
+            return Err(malformed(format!("tree {t}: node id {n} appears twice")));
+        }
+        let pos = *tree_pos.entry(t).or_insert_with(|| {
+            trees.push((t, Vec::new()));
+            trees.len() - 1
+        });
+        if let Some((_, rows)) = trees.get_mut(pos) {
+            rows.push(row);
+        }
+    }
+
+    // Leaf weights per table row.
+    let kind = weights.kind;
+    let mut leaf_weights: HashMap<usize, Vec<(u32, f64)>> = HashMap::new();
+    for (((&t, &n), &id), &w) in weights.tree_ids.iter().zip(weights.node_ids).zip(weights.ids).zip(&weights.values) {
+        let Some(&row) = index.get(&(t, n)) else {
+            return Err(malformed(format!("{kind} weight for tree {t} node {n}, which does not exist")));
+        };
+        if table.modes.get(row) != Some(&Mode::Leaf) {
+            return Err(malformed(format!("{kind} weight for tree {t} node {n}, which is not a leaf")));
+        }
+        let id = match u32::try_from(id) {
+            Ok(id) if (id as usize) < weights.n_ids => id,
+            _ => {
+                return Err(malformed(format!(
+                    "tree {t} node {n}: {kind} id {id} out of range (expected 0..{})",
+                    weights.n_ids
+                )))
+            }
+        };
+        let list = leaf_weights.entry(row).or_default();
+        match list.iter_mut().find(|(c, _)| *c == id) {
+            Some((_, sum)) => *sum += w,
+            None => list.push((id, w)),
+        }
+    }
+
+    trees.into_iter().map(|(t, rows)| walk(table, &index, &mut leaf_weights, t, rows, n_features)).collect()
+}
+
+/// Walks one tree from its root in pre-order (the true child right after its parent).
+fn walk(
+    table: &NodeTable,
+    index: &HashMap<(i64, i64), usize>,
+    leaf_weights: &mut HashMap<usize, Vec<(u32, f64)>>,
+    t: i64,
+    rows_of_tree: Vec<usize>,
+    n_features: Option<usize>,
+) -> Result<Skeleton, ReadError> {
+    let child = |row: usize, id: Option<&i64>, which: &str| -> Result<usize, ReadError> {
+        let n = table.node_ids.get(row).copied().unwrap_or_default();
+        let id = id.copied().ok_or_else(|| malformed(format!("tree {t} node {n}: no {which} child")))?;
+        index.get(&(t, id)).copied().ok_or_else(|| malformed(format!("tree {t} node {n}: {which} child {id} does not exist")))
+    };
+
+    // The root is the one node that is no branch's child.
+    let mut is_child: HashSet<usize> = HashSet::new();
+    for &row in &rows_of_tree {
+        if table.modes.get(row).is_some_and(|&m| m != Mode::Leaf) {
+            is_child.insert(child(row, table.true_ids.get(row), "true")?);
+            is_child.insert(child(row, table.false_ids.get(row), "false")?);
+        }
+    }
+    let roots: Vec<usize> = rows_of_tree.iter().copied().filter(|r| !is_child.contains(r)).collect();
+    let root = match roots[..] {
+        [root] => root,
+        [] => return Err(malformed(format!("tree {t} has no root: every node is a child of another (cycle)"))),
+        _ => {
+            let ids: Vec<i64> = roots.iter().filter_map(|&r| table.node_ids.get(r).copied()).collect();
+            return Err(malformed(format!("tree {t} has several roots (nodes {ids:?} are nobody's child)")));
+        }
+    };
+
+    // Pre-order: ONNX row → IR index.
+    let mut order: Vec<usize> = Vec::with_capacity(rows_of_tree.len());
+    let mut ir_index: HashMap<usize, u32> = HashMap::with_capacity(rows_of_tree.len());
+    let mut stack = vec![root];
+    let mut seen: HashSet<usize> = HashSet::from([root]);
+    while let Some(row) = stack.pop() {
+        let idx = u32::try_from(order.len()).map_err(|_| malformed(format!("tree {t} has too many nodes")))?;
+        ir_index.insert(row, idx);
+        order.push(row);
+        if table.modes.get(row).is_some_and(|&m| m != Mode::Leaf) {
+            let yes = child(row, table.true_ids.get(row), "true")?;
+            let no = child(row, table.false_ids.get(row), "false")?;
+            for c in [no, yes] {
+                if !seen.insert(c) {
+                    let n = table.node_ids.get(row).copied().unwrap_or_default();
+                    let cn = table.node_ids.get(c).copied().unwrap_or_default();
+                    return Err(malformed(format!("tree {t}: node {cn} is reached twice (cycle or shared subtree, via node {n})")));
+                }
+                stack.push(c);
+            }
+        }
+    }
+    if order.len() != rows_of_tree.len() {
+        return Err(malformed(format!(
+            "tree {t}: {} of its {} nodes are unreachable from the root",
+            rows_of_tree.len() - order.len(),
+            rows_of_tree.len()
+        )));
+    }
+
+    let mut nodes = Vec::with_capacity(order.len());
+    for &row in &order {
+        let n = table.node_ids.get(row).copied().unwrap_or_default();
+        let mode = table.modes.get(row).copied().unwrap_or(Mode::Leaf);
+        if mode == Mode::Leaf {
+            let mut weights = leaf_weights.remove(&row).unwrap_or_default();
+            weights.sort_by_key(|&(c, _)| c);
+            nodes.push(SkelNode::Leaf { weights });
+            continue;
+        }
+        let v = table.values.get(row).copied().unwrap_or(f64::NAN);
+        if v.is_nan() {
+            return Err(malformed(format!("NaN threshold in tree {t} node {n}")));
+        }
+        let f = table.feature_ids.get(row).copied().unwrap_or(-1);
+        let feature = match u32::try_from(f) {
+            Ok(f) if n_features.is_none_or(|nf| (f as usize) < nf) => f,
+            _ => {
+                let bound = n_features.map(|nf| format!(" (the input has {nf} features)")).unwrap_or_default();
+                return Err(malformed(format!("tree {t} node {n}: feature id {f} out of range{bound}")));
+            }
+        };
+        let test = match mode {
+            Mode::Le => Test::Le(v),
+            Mode::Lt => Test::Lt(v),
+            Mode::Ge => Test::Ge(v),
+            Mode::Gt => Test::Gt(v),
+            Mode::Eq => Test::Eq(v),
+            Mode::Ne | Mode::Leaf => Test::Ne(v),
+        };
+        // ONNX Runtime: NaN goes to the true node when missing_value_tracks_true, otherwise the
+        // comparison itself decides, and every comparison with NaN is false except `!=`.
+        let missing_yes = table.missing_true.get(row).copied().unwrap_or(false) || mode == Mode::Ne;
+        let lookup = |id: Option<&i64>, which: &str| -> Result<u32, ReadError> {
+            let c = child(row, id, which)?;
+            ir_index.get(&c).copied().ok_or_else(|| malformed(format!("tree {t} node {n}: {which} child not walked")))
+        };
+        let yes = lookup(table.true_ids.get(row), "true")?;
+        let no = lookup(table.false_ids.get(row), "false")?;
+        nodes.push(SkelNode::Split { feature, test, missing_yes, yes, no });
+    }
+    Ok(Skeleton { tree_id: t, nodes })
+}
