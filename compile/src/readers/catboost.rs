@@ -1,6 +1,578 @@
-use super::ReadError;
-use edgescore_filter::ir::ModelIr;
+//! CatBoost JSON models (`model.save_model(path, format="json")`, CatBoost 1.2.x).
+//!
+//! Semantics (CatBoost's CPU evaluator, confirmed against `predict` of CatBoost 1.2.10):
+//! - Every split of an oblivious tree is binary: bit = `x > border`, compared in f32 (borders are
+//!   f32 values; the reader rounds the JSON number to f32 as CatBoost does on load).
+//! - NaN: when the feature has `has_nans: true` and `nan_value_treatment: AsTrue`, NaN is
+//!   replaced by +inf (bit 1); with `AsFalse` by -inf (bit 0); with `AsIs`, or when `has_nans`
+//!   is false, NaN is compared as is and `NaN > border` is false (bit 0).
+//! - Leaf index = Σ bit_j << j, j = the split's position in the tree's `splits` list.
+//! - `leaf_values` holds `dimension` values per leaf, interleaved: value of output `o` at leaf
+//!   `l` is `leaf_values[l * dimension + o]`.
+//! - Raw prediction = scale * Σ leaves + bias[o] (`scale_and_bias: [scale, [bias...]]`). The
+//!   reader multiplies every leaf by `scale` and puts `bias` into the base score.
+//!
+//! Each oblivious tree of depth d becomes, per output, a full binary IR tree with 2^d leaves:
+//! level k tests split k, `yes` (= bit 1, `Test::Gt(border)`).
 
-pub fn read(_bytes: &[u8]) -> Result<ModelIr, ReadError> {
-    Err(ReadError::unsupported("catboost", "reader not written yet", None))
+use super::ReadError;
+use edgescore_filter::ir::{Aggregate, FeatureDef, FeatureKind, Link, ModelIr, Node, SourceFormat, Task, Test, Tree};
+use serde::Deserialize;
+use serde_json::Value;
+
+const FORMAT: &str = "catboost";
+
+/// CatBoost trains trees of depth at most 16.
+const MAX_DEPTH: usize = 16;
+
+fn malformed(detail: impl Into<String>) -> ReadError {
+    ReadError::malformed(FORMAT, detail)
+}
+
+fn unsupported(construct: impl Into<String>, tree: Option<usize>) -> ReadError {
+    ReadError::unsupported(FORMAT, construct, tree)
+}
+
+#[derive(Deserialize)]
+struct Model {
+    #[serde(default)]
+    features_info: FeaturesInfo,
+    #[serde(default)]
+    model_info: Option<Value>,
+    #[serde(default)]
+    oblivious_trees: Option<Vec<ObliviousTree>>,
+    /// Non-symmetric trees (grow_policy Depthwise / Lossguide).
+    #[serde(default)]
+    trees: Option<Value>,
+    #[serde(default)]
+    scale_and_bias: Option<(f64, Vec<f64>)>,
+    #[serde(default)]
+    ctr_data: Option<Value>,
+}
+
+#[derive(Deserialize, Default)]
+struct FeaturesInfo {
+    #[serde(default)]
+    float_features: Vec<FloatFeature>,
+    #[serde(default)]
+    categorical_features: Vec<CatFeature>,
+    #[serde(default)]
+    text_features: Vec<Value>,
+    #[serde(default)]
+    embedding_features: Vec<Value>,
+}
+
+#[derive(Deserialize)]
+struct FloatFeature {
+    feature_index: u32,
+    flat_feature_index: u32,
+    #[serde(default)]
+    feature_id: Option<String>,
+    #[serde(default)]
+    has_nans: bool,
+    #[serde(default)]
+    nan_value_treatment: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct CatFeature {
+    flat_feature_index: u32,
+    #[serde(default)]
+    feature_id: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct ObliviousTree {
+    splits: Vec<Split>,
+    leaf_values: Vec<f64>,
+}
+
+#[derive(Deserialize)]
+struct Split {
+    split_type: String,
+    #[serde(default)]
+    float_feature_index: Option<u32>,
+    #[serde(default)]
+    border: Option<f64>,
+}
+
+/// Link and task for a loss function (`model_info.params.loss_function.type`).
+fn loss_semantics(loss: &str, dimension: usize) -> Result<(Task, Link), ReadError> {
+    let single = || {
+        if dimension == 1 {
+            Ok(())
+        } else {
+            Err(malformed(format!("loss function {loss} with {dimension} outputs")))
+        }
+    };
+    Ok(match loss {
+        "Logloss" | "CrossEntropy" => {
+            single()?;
+            (Task::BinaryClassification, Link::Sigmoid { scale: 1.0 })
+        }
+        "MultiClass" => (Task::MulticlassClassification, Link::Softmax),
+        "MultiClassOneVsAll" => (Task::MulticlassClassification, Link::Sigmoid { scale: 1.0 }),
+        "Poisson" | "Tweedie" => {
+            single()?;
+            (Task::Regression, Link::Exp)
+        }
+        "RMSE" | "MAE" | "Quantile" | "MAPE" | "Huber" | "Lq" | "Expectile" | "LogLinQuantile" | "LogCosh"
+        | "MultiRMSE" | "MultiQuantile" | "YetiRank" | "YetiRankPairwise" | "PairLogit" | "PairLogitPairwise"
+        | "QueryRMSE" | "QuerySoftMax" | "StochasticFilter" | "StochasticRank" | "LambdaMart" => {
+            (Task::Regression, Link::Identity)
+        }
+        _ => return Err(unsupported(format!("loss function `{loss}`"), None)),
+    })
+}
+
+fn loss_function(model_info: Option<&Value>) -> Option<&str> {
+    model_info?.get("params")?.get("loss_function")?.get("type")?.as_str()
+}
+
+fn catboost_version(model_info: Option<&Value>) -> String {
+    let info = model_info.and_then(|m| m.get("catboost_version_info")).and_then(Value::as_str).unwrap_or("");
+    info.split_once("tags/v")
+        .map(|(_, rest)| rest.split_whitespace().next().unwrap_or("").to_string())
+        .unwrap_or_default()
+}
+
+/// What a float split needs: the IR feature and where NaN goes.
+struct FloatSplitInfo {
+    flat: u32,
+    nan_yes: bool,
+}
+
+pub fn read(bytes: &[u8]) -> Result<ModelIr, ReadError> {
+    let model: Model = serde_json::from_slice(bytes).map_err(|e| malformed(format!("not a CatBoost JSON model: {e}")))?;
+    let Some(oblivious) = model.oblivious_trees else {
+        if model.trees.is_some() {
+            return Err(unsupported("non-symmetric trees (grow_policy Depthwise or Lossguide)", None));
+        }
+        return Err(malformed("no `oblivious_trees`"));
+    };
+    let info = model.features_info;
+    if !info.text_features.is_empty() {
+        return Err(unsupported("CatBoost text features", None));
+    }
+    if !info.embedding_features.is_empty() {
+        return Err(unsupported("CatBoost embedding features", None));
+    }
+
+    // Features, by flat index.
+    let mut n_features = 0usize;
+    for flat in info.float_features.iter().map(|f| f.flat_feature_index).chain(info.categorical_features.iter().map(|f| f.flat_feature_index)) {
+        if flat >= 1 << 24 {
+            return Err(malformed(format!("flat_feature_index {flat}")));
+        }
+        n_features = n_features.max(flat as usize + 1);
+    }
+    let mut features: Vec<Option<FeatureDef>> = vec![None; n_features];
+    let name = |id: &Option<String>, flat: u32| match id.as_deref() {
+        Some(id) if !id.is_empty() => id.to_string(),
+        _ => format!("f{flat}"),
+    };
+    let mut float_splits: Vec<Option<FloatSplitInfo>> = Vec::new();
+    for f in &info.float_features {
+        let slot = &mut features[f.flat_feature_index as usize];
+        if slot.is_some() {
+            return Err(malformed(format!("two features with flat_feature_index {}", f.flat_feature_index)));
+        }
+        *slot = Some(FeatureDef { name: name(&f.feature_id, f.flat_feature_index), kind: FeatureKind::Numeric });
+        let nan_yes = match f.nan_value_treatment.as_deref() {
+            None | Some("AsIs") | Some("AsFalse") => false,
+            Some("AsTrue") => f.has_nans,
+            Some(other) => return Err(malformed(format!("float feature {}: nan_value_treatment `{other}`", f.feature_index))),
+        };
+        let i = f.feature_index as usize;
+        if i >= 1 << 24 {
+            return Err(malformed(format!("float feature_index {i}")));
+        }
+        if float_splits.len() <= i {
+            float_splits.resize_with(i + 1, || None);
+        }
+        if float_splits[i].replace(FloatSplitInfo { flat: f.flat_feature_index, nan_yes }).is_some() {
+            return Err(malformed(format!("two float features with feature_index {i}")));
+        }
+    }
+    for f in &info.categorical_features {
+        let slot = &mut features[f.flat_feature_index as usize];
+        if slot.is_some() {
+            return Err(malformed(format!("two features with flat_feature_index {}", f.flat_feature_index)));
+        }
+        *slot = Some(FeatureDef { name: name(&f.feature_id, f.flat_feature_index), kind: FeatureKind::Categorical { buckets: 1 } });
+    }
+    let features: Vec<FeatureDef> = features
+        .into_iter()
+        .enumerate()
+        .map(|(i, f)| f.unwrap_or_else(|| FeatureDef { name: format!("f{i}"), kind: FeatureKind::Numeric }))
+        .collect();
+
+    // Output dimension and scale/bias.
+    let (scale, bias) = match model.scale_and_bias {
+        Some((scale, bias)) => {
+            if bias.is_empty() {
+                return Err(malformed("scale_and_bias has no bias"));
+            }
+            (scale, bias)
+        }
+        None => {
+            let dim = match oblivious.first() {
+                Some(t) => t.leaf_values.len() >> t.splits.len().min(MAX_DEPTH + 1),
+                None => 1,
+            };
+            (1.0, vec![0.0; dim.max(1)])
+        }
+    };
+    if !scale.is_finite() || bias.iter().any(|b| !b.is_finite()) {
+        return Err(malformed("scale_and_bias is not finite"));
+    }
+    let dimension = bias.len();
+    if dimension > 1 << 16 {
+        return Err(malformed(format!("{dimension} outputs")));
+    }
+
+    let loss = loss_function(model.model_info.as_ref())
+        .ok_or_else(|| unsupported("model without model_info.params.loss_function (cannot tell the link)", None))?
+        .to_string();
+    let (task, link) = loss_semantics(&loss, dimension)?;
+
+    let mut trees = Vec::with_capacity(oblivious.len() * dimension);
+    for (t, tree) in oblivious.iter().enumerate() {
+        let depth = tree.splits.len();
+        if depth > MAX_DEPTH {
+            return Err(malformed(format!("tree {t}: depth {depth} (CatBoost trees have at most {MAX_DEPTH} levels)")));
+        }
+        let mut levels = Vec::with_capacity(depth);
+        for (k, split) in tree.splits.iter().enumerate() {
+            match split.split_type.as_str() {
+                "FloatFeature" => {}
+                "OnlineCtr" => return Err(unsupported("CatBoost CTR features are not supported yet", Some(t))),
+                "OneHotFeature" => {
+                    return Err(unsupported(
+                        "CatBoost one-hot categorical splits are not supported yet (they test CatBoost's hash of the category string)",
+                        Some(t),
+                    ))
+                }
+                other => return Err(unsupported(format!("CatBoost split type `{other}`"), Some(t))),
+            }
+            let f = split
+                .float_feature_index
+                .ok_or_else(|| malformed(format!("tree {t}: split {k} has no float_feature_index")))?;
+            let fs = float_splits
+                .get(f as usize)
+                .and_then(Option::as_ref)
+                .ok_or_else(|| malformed(format!("tree {t}: split {k} uses unknown float feature {f}")))?;
+            let border = split.border.ok_or_else(|| malformed(format!("tree {t}: split {k} has no border")))?;
+            if border.is_nan() {
+                return Err(malformed(format!("tree {t}: split {k} has a NaN border")));
+            }
+            // CatBoost keeps borders as f32.
+            let border = border as f32 as f64;
+            levels.push((fs.flat, Test::Gt(border), fs.nan_yes));
+        }
+        let n_leaves = 1usize << depth;
+        if tree.leaf_values.len() != n_leaves * dimension {
+            return Err(malformed(format!(
+                "tree {t}: {} leaf values, expected {n_leaves} leaves x {dimension} outputs",
+                tree.leaf_values.len()
+            )));
+        }
+        if let Some(v) = tree.leaf_values.iter().find(|v| !v.is_finite()) {
+            return Err(malformed(format!("tree {t}: leaf value {v} is not finite")));
+        }
+        for o in 0..dimension {
+            trees.push(expand(&levels, |leaf| tree.leaf_values[leaf * dimension + o] * scale, o as u32));
+        }
+    }
+    if model.ctr_data.as_ref().is_some_and(|c| !c.is_null() && c.as_object().is_none_or(|m| !m.is_empty())) {
+        return Err(unsupported("CatBoost CTR features are not supported yet", None));
+    }
+    if features.is_empty() {
+        return Err(malformed("no features"));
+    }
+
+    Ok(ModelIr {
+        name: String::new(),
+        version: catboost_version(model.model_info.as_ref()),
+        source: SourceFormat::CatBoost,
+        objective: loss,
+        task,
+        link,
+        aggregate: Aggregate::Sum,
+        base_score: bias,
+        features,
+        trees,
+    })
+}
+
+/// A full binary tree over `levels` (level k tests split k), nodes in breadth-first order:
+/// node `(k, p)` is at `2^k - 1 + p`, its `yes` (bit 1) child is `(k + 1, 2p + 1)`, its `no`
+/// child `(k + 1, 2p)`. The leaf reached with bits b_0..b_{d-1} is CatBoost's leaf
+/// Σ b_j << j.
+fn expand(levels: &[(u32, Test, bool)], leaf_value: impl Fn(usize) -> f64, output: u32) -> Tree {
+    let depth = levels.len();
+    let mut nodes = Vec::with_capacity((2usize << depth) - 1);
+    for (k, (feature, test, nan_yes)) in levels.iter().enumerate() {
+        let next_level = (2usize << k) - 1;
+        for p in 0..1usize << k {
+            nodes.push(Node::Split {
+                feature: *feature,
+                test: test.clone(),
+                missing_yes: *nan_yes,
+                yes: (next_level + 2 * p + 1) as u32,
+                no: (next_level + 2 * p) as u32,
+            });
+        }
+    }
+    for p in 0..1usize << depth {
+        // p's most significant bit is level 0's bit.
+        let leaf = (0..depth).fold(0usize, |acc, j| acc | ((p >> (depth - 1 - j)) & 1) << j);
+        nodes.push(Node::Leaf { value: leaf_value(leaf) });
+    }
+    Tree { output, nodes }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+
+    fn data(name: &str) -> PathBuf {
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/catboost").join(name)
+    }
+
+    fn read_file(name: &str) -> Result<ModelIr, ReadError> {
+        read(&std::fs::read(data(name)).unwrap())
+    }
+
+    /// The IR semantics for an f32 row (only the tests CatBoost produces, plus the rest for
+    /// completeness).
+    fn holds(test: &Test, v: f32) -> bool {
+        let x = v as f64;
+        match test {
+            Test::Lt(t) => x < *t,
+            Test::Le(t) => x <= *t,
+            Test::Gt(t) => x > *t,
+            Test::Ge(t) => x >= *t,
+            Test::Eq(t) => x == *t,
+            Test::Ne(t) => x != *t,
+            other => panic!("unexpected test {other:?}"),
+        }
+    }
+
+    fn eval_node(tree: &Tree, i: usize, row: &[f32]) -> f64 {
+        match &tree.nodes[i] {
+            Node::Leaf { value } => *value,
+            Node::Split { feature, test, missing_yes, yes, no } => {
+                let v = row[*feature as usize];
+                let go_yes = if v.is_nan() { *missing_yes } else { holds(test, v) };
+                eval_node(tree, if go_yes { *yes } else { *no } as usize, row)
+            }
+        }
+    }
+
+    fn predict(ir: &ModelIr, row: &[f32]) -> (Vec<f64>, Vec<f64>) {
+        assert_eq!(ir.aggregate, Aggregate::Sum);
+        let mut margins = ir.base_score.clone();
+        for tree in &ir.trees {
+            margins[tree.output as usize] += eval_node(tree, 0, row);
+        }
+        let out = match ir.link {
+            Link::Identity => margins.clone(),
+            Link::Sigmoid { scale } => margins.iter().map(|m| 1.0 / (1.0 + (-scale * m).exp())).collect(),
+            Link::Exp => margins.iter().map(|m| m.exp()).collect(),
+            Link::Softmax => {
+                let max = margins.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+                let e: Vec<f64> = margins.iter().map(|m| (m - max).exp()).collect();
+                let s: f64 = e.iter().sum();
+                e.iter().map(|v| v / s).collect()
+            }
+        };
+        (margins, out)
+    }
+
+    fn parse_csv<T: std::str::FromStr>(name: &str) -> Vec<Vec<T>>
+    where
+        T::Err: std::fmt::Debug,
+    {
+        std::fs::read_to_string(data(name))
+            .unwrap()
+            .lines()
+            .map(|l| l.split(',').map(|v| v.parse::<T>().unwrap()).collect())
+            .collect()
+    }
+
+    fn close(a: f64, e: f64) -> bool {
+        (a - e).abs() <= 1e-5 * e.abs().max(1.0)
+    }
+
+    fn check_against_library(name: &str) -> ModelIr {
+        let ir = read_file(&format!("{name}.json")).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let rows: Vec<Vec<f32>> = parse_csv(&format!("{name}.rows.csv"));
+        let expected: Vec<Vec<f64>> = parse_csv(&format!("{name}.expected.csv"));
+        assert_eq!(rows.len(), expected.len());
+        assert!(rows.len() > 20);
+        let n = ir.n_outputs();
+        for (i, (row, exp)) in rows.iter().zip(&expected).enumerate() {
+            assert_eq!(row.len(), ir.features.len(), "{name} row {i}");
+            assert_eq!(exp.len(), 2 * n, "{name} row {i}");
+            let (margins, out) = predict(&ir, row);
+            for o in 0..n {
+                assert!(close(margins[o], exp[o]), "{name} row {i} {row:?}: margin {o} = {} but CatBoost says {}", margins[o], exp[o]);
+                assert!(close(out[o], exp[n + o]), "{name} row {i} {row:?}: output {o} = {} but CatBoost says {}", out[o], exp[n + o]);
+            }
+        }
+        assert_eq!(ir.source, SourceFormat::CatBoost);
+        assert_eq!(ir.version, "1.2.10");
+        ir
+    }
+
+    fn nan_directions(ir: &ModelIr) -> Vec<(u32, bool)> {
+        let mut v: Vec<(u32, bool)> = ir
+            .trees
+            .iter()
+            .flat_map(|t| &t.nodes)
+            .filter_map(|n| match n {
+                Node::Split { feature, missing_yes, .. } => Some((*feature, *missing_yes)),
+                _ => None,
+            })
+            .collect();
+        v.sort();
+        v.dedup();
+        v
+    }
+
+    #[test]
+    fn binary_nan_as_false() {
+        let ir = check_against_library("binary_nan_min");
+        assert_eq!(ir.task, Task::BinaryClassification);
+        assert_eq!(ir.link, Link::Sigmoid { scale: 1.0 });
+        assert_eq!(ir.objective, "Logloss");
+        let names: Vec<&str> = ir.features.iter().map(|f| f.name.as_str()).collect();
+        assert_eq!(names, ["alpha", "beta", "gamma", "delta"]);
+        assert!(nan_directions(&ir).iter().all(|&(_, yes)| !yes));
+        assert_eq!(ir.trees.len(), 15);
+        assert_eq!(ir.trees[0].nodes.len(), 31);
+    }
+
+    #[test]
+    fn binary_nan_as_true() {
+        let ir = check_against_library("binary_nan_max");
+        // Only feature 0 had NaNs in training (AsTrue); the others are AsIs: NaN → bit 0.
+        let dirs = nan_directions(&ir);
+        assert!(dirs.contains(&(0, true)));
+        assert!(dirs.iter().all(|&(f, yes)| yes == (f == 0)));
+    }
+
+    #[test]
+    fn multiclass_interleaved_leaves() {
+        let ir = check_against_library("multiclass");
+        assert_eq!(ir.task, Task::MulticlassClassification);
+        assert_eq!(ir.link, Link::Softmax);
+        assert_eq!(ir.n_outputs(), 3);
+        assert_eq!(ir.trees.len(), 30);
+        assert_eq!(ir.trees.iter().map(|t| t.output).take(4).collect::<Vec<_>>(), [0, 1, 2, 0]);
+        let ova = check_against_library("multiclass_ova");
+        assert_eq!(ova.link, Link::Sigmoid { scale: 1.0 });
+    }
+
+    #[test]
+    fn regression_scale_and_bias() {
+        let ir = check_against_library("regression_scaled");
+        assert_eq!(ir.link, Link::Identity);
+        assert_eq!(ir.task, Task::Regression);
+        assert!(ir.base_score[0] > 5.0);
+        assert_eq!(check_against_library("poisson").link, Link::Exp);
+    }
+
+    fn message(r: Result<ModelIr, ReadError>) -> String {
+        match r {
+            Ok(_) => panic!("expected an error"),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    #[test]
+    fn refusals() {
+        assert_eq!(
+            message(read_file("ctr.refuse.json")),
+            "unsupported in catboost model: CatBoost CTR features are not supported yet (tree 0)"
+        );
+        assert_eq!(
+            message(read_file("onehot.refuse.json")),
+            "unsupported in catboost model: CatBoost one-hot categorical splits are not supported yet \
+             (they test CatBoost's hash of the category string) (tree 0)"
+        );
+        assert_eq!(
+            message(read_file("depthwise.refuse.json")),
+            "unsupported in catboost model: non-symmetric trees (grow_policy Depthwise or Lossguide)"
+        );
+        let text = std::fs::read_to_string(data("poisson.json")).unwrap().replace("\"Poisson\"", "\"RMSEWithUncertainty\"");
+        assert_eq!(message(read(text.as_bytes())), "unsupported in catboost model: loss function `RMSEWithUncertainty`");
+    }
+
+    #[test]
+    fn malformed_models() {
+        let base: Value = serde_json::from_slice(&std::fs::read(data("multiclass.json")).unwrap()).unwrap();
+        let edit = |f: &dyn Fn(&mut Value)| {
+            let mut v = base.clone();
+            f(&mut v);
+            message(read(serde_json::to_string(&v).unwrap().as_bytes()))
+        };
+        let m = edit(&|v| {
+            v["oblivious_trees"][1]["leaf_values"].as_array_mut().unwrap().pop();
+        });
+        assert!(m.contains("tree 1: 23 leaf values, expected 8 leaves x 3 outputs"), "{m}");
+        let m = edit(&|v| v["oblivious_trees"][2]["splits"][0]["float_feature_index"] = 9.into());
+        assert!(m.contains("tree 2: split 0 uses unknown float feature 9"), "{m}");
+        let m = edit(&|v| {
+            v["oblivious_trees"][0]["splits"][1].as_object_mut().unwrap().remove("border");
+        });
+        assert!(m.contains("tree 0: split 1 has no border"), "{m}");
+        let m = edit(&|v| v["features_info"]["float_features"][0]["nan_value_treatment"] = "Sometimes".into());
+        assert!(m.contains("nan_value_treatment `Sometimes`"), "{m}");
+        let m = edit(&|v| {
+            v.as_object_mut().unwrap().remove("oblivious_trees");
+        });
+        assert!(m.contains("no `oblivious_trees`"), "{m}");
+        let m = edit(&|v| v["oblivious_trees"][0]["splits"][0]["split_type"] = "EstimatedFeature".into());
+        assert_eq!(m, "unsupported in catboost model: CatBoost split type `EstimatedFeature` (tree 0)");
+        assert!(message(read(b"{\"oblivious_trees\": [")).starts_with("malformed catboost model: not a CatBoost JSON model"));
+        assert!(message(read(b"\xff")).starts_with("malformed catboost model:"));
+    }
+
+    #[test]
+    fn expansion_bit_order() {
+        // Two splits: leaf index = bit0 + 2 * bit1 where bit_j = x_j > 0.
+        let levels = vec![(0, Test::Gt(0.0), false), (1, Test::Gt(0.0), true)];
+        let tree = expand(&levels, |leaf| leaf as f64, 0);
+        assert_eq!(tree.nodes.len(), 7);
+        for (row, want) in [([-1.0, -1.0], 0.0), ([1.0, -1.0], 1.0), ([-1.0, 1.0], 2.0), ([1.0, 1.0], 3.0), ([1.0, f32::NAN], 3.0)] {
+            assert_eq!(eval_node(&tree, 0, &row), want, "{row:?}");
+        }
+    }
+
+    #[test]
+    fn never_panics_on_damaged_input() {
+        let base = std::fs::read(data("multiclass.json")).unwrap();
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        for len in (0..base.len()).step_by(331) {
+            let _ = read(&base[..len]);
+        }
+        let noise = [b'-', b'0', b'9', b'1', b'[', b']', b'"', b'.', b'e'];
+        for _ in 0..200 {
+            let mut bytes = base.clone();
+            for _ in 0..1 + next() % 3 {
+                let i = (next() % bytes.len() as u64) as usize;
+                bytes[i] = noise[(next() % noise.len() as u64) as usize];
+            }
+            let _ = read(&bytes);
+        }
+    }
 }

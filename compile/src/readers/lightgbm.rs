@@ -512,3 +512,320 @@ pub fn read(bytes: &[u8]) -> Result<ModelIr, ReadError> {
         trees,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+
+    fn data(name: &str) -> PathBuf {
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/lightgbm").join(name)
+    }
+
+    fn read_file(name: &str) -> Result<ModelIr, ReadError> {
+        read(&std::fs::read(data(name)).unwrap())
+    }
+
+    /// The IR semantics, spelled out for an f32 row (the reference the evaluator must match).
+    fn holds(test: &Test, v: f32, missing_yes: bool) -> bool {
+        let x = v as f64;
+        match test {
+            Test::Lt(t) => x < *t,
+            Test::Le(t) => x <= *t,
+            Test::Gt(t) => x > *t,
+            Test::Ge(t) => x >= *t,
+            Test::Eq(t) => x == *t,
+            Test::Ne(t) => x != *t,
+            Test::LeZeroAsMissing(t) => {
+                if x.abs() <= K_ZERO_THRESHOLD {
+                    missing_yes
+                } else {
+                    x <= *t
+                }
+            }
+            Test::InSet { categories, invalid_at_or_below } => {
+                if v <= *invalid_at_or_below {
+                    return false;
+                }
+                let c = v.trunc();
+                c >= 0.0 && c <= u32::MAX as f32 && categories.contains(&(c as u32))
+            }
+        }
+    }
+
+    fn eval_node(tree: &Tree, i: usize, row: &[f32]) -> f64 {
+        match &tree.nodes[i] {
+            Node::Leaf { value } => *value,
+            Node::Split { feature, test, missing_yes, yes, no } => {
+                let v = row[*feature as usize];
+                let go_yes = if v.is_nan() { *missing_yes } else { holds(test, v, *missing_yes) };
+                eval_node(tree, if go_yes { *yes } else { *no } as usize, row)
+            }
+        }
+    }
+
+    /// (margins, reported outputs).
+    fn predict(ir: &ModelIr, row: &[f32]) -> (Vec<f64>, Vec<f64>) {
+        let n = ir.n_outputs();
+        let mut sums = vec![0.0; n];
+        for tree in &ir.trees {
+            sums[tree.output as usize] += eval_node(tree, 0, row);
+        }
+        let margins: Vec<f64> = match ir.aggregate {
+            Aggregate::Sum => sums.iter().zip(&ir.base_score).map(|(s, b)| b + s).collect(),
+            Aggregate::Average { divisor } => sums.iter().zip(&ir.base_score).map(|(s, b)| b + s / divisor).collect(),
+        };
+        let out = match ir.link {
+            Link::Identity => margins.clone(),
+            Link::Sigmoid { scale } => margins.iter().map(|m| 1.0 / (1.0 + (-scale * m).exp())).collect(),
+            Link::Exp => margins.iter().map(|m| m.exp()).collect(),
+            Link::Softmax => {
+                let max = margins.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+                let e: Vec<f64> = margins.iter().map(|m| (m - max).exp()).collect();
+                let s: f64 = e.iter().sum();
+                e.iter().map(|v| v / s).collect()
+            }
+        };
+        (margins, out)
+    }
+
+    fn parse_csv<T: std::str::FromStr>(name: &str) -> Vec<Vec<T>>
+    where
+        T::Err: std::fmt::Debug,
+    {
+        std::fs::read_to_string(data(name))
+            .unwrap()
+            .lines()
+            .map(|l| l.split(',').map(|v| v.parse::<T>().unwrap()).collect())
+            .collect()
+    }
+
+    fn close(a: f64, e: f64) -> bool {
+        (a - e).abs() <= 1e-5 * e.abs().max(1.0)
+    }
+
+    /// Scores every stored row and compares with LightGBM's own predictions.
+    fn check_against_library(name: &str) -> ModelIr {
+        let ir = read_file(&format!("{name}.txt")).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let rows: Vec<Vec<f32>> = parse_csv(&format!("{name}.rows.csv"));
+        let expected: Vec<Vec<f64>> = parse_csv(&format!("{name}.expected.csv"));
+        assert_eq!(rows.len(), expected.len());
+        assert!(rows.len() > 20, "{name}: too few rows");
+        let n = ir.n_outputs();
+        // LightGBM's raw score of an averaging model (random forest) is the plain sum.
+        let raw_factor = match ir.aggregate {
+            Aggregate::Sum => 1.0,
+            Aggregate::Average { divisor } => divisor,
+        };
+        for (i, (row, exp)) in rows.iter().zip(&expected).enumerate() {
+            assert_eq!(row.len(), ir.features.len(), "{name} row {i}");
+            assert_eq!(exp.len(), 2 * n, "{name} row {i}");
+            let (margins, out) = predict(&ir, row);
+            for o in 0..n {
+                let m = margins[o] * raw_factor;
+                assert!(close(m, exp[o]), "{name} row {i} {row:?}: margin {o} = {m} but LightGBM says {}", exp[o]);
+                assert!(close(out[o], exp[n + o]), "{name} row {i} {row:?}: output {o} = {} but LightGBM says {}", out[o], exp[n + o]);
+            }
+        }
+        assert_eq!(ir.source, SourceFormat::LightGBM);
+        assert!(ir.base_score.iter().all(|&b| b == 0.0));
+        ir
+    }
+
+    #[test]
+    fn binary_with_nans_and_categories() {
+        let ir = check_against_library("binary_nan");
+        assert_eq!(ir.task, Task::BinaryClassification);
+        assert_eq!(ir.link, Link::Sigmoid { scale: 1.0 });
+        assert_eq!(ir.objective, "binary sigmoid:1");
+        assert_eq!(ir.trees.len(), 20);
+        let names: Vec<&str> = ir.features.iter().map(|f| f.name.as_str()).collect();
+        assert_eq!(names, ["a", "b", "c", "d", "e"]);
+        assert_eq!(ir.features[2].kind, FeatureKind::Categorical { buckets: 10 });
+        assert_eq!(ir.features[0].kind, FeatureKind::Numeric);
+        assert_eq!(ir.aggregate, Aggregate::Sum);
+    }
+
+    #[test]
+    fn multiclass_softmax() {
+        let ir = check_against_library("multiclass");
+        assert_eq!(ir.task, Task::MulticlassClassification);
+        assert_eq!(ir.link, Link::Softmax);
+        assert_eq!(ir.n_outputs(), 3);
+        assert_eq!(ir.trees.iter().map(|t| t.output).take(4).collect::<Vec<_>>(), [0, 1, 2, 0]);
+        assert_eq!(ir.features[3].kind, FeatureKind::Categorical { buckets: 50 });
+        // Some set reaches past the first bitset word.
+        let wide = ir.trees.iter().flat_map(|t| &t.nodes).any(|n| {
+            matches!(n, Node::Split { test: Test::InSet { categories, .. }, .. } if categories.iter().any(|&c| c >= 32))
+        });
+        assert!(wide);
+    }
+
+    #[test]
+    fn multiclass_one_vs_all() {
+        let ir = check_against_library("multiclassova");
+        assert_eq!(ir.link, Link::Sigmoid { scale: 0.7 });
+        assert_eq!(ir.task, Task::MulticlassClassification);
+    }
+
+    #[test]
+    fn regression_zero_as_missing() {
+        let ir = check_against_library("regression_zero");
+        assert_eq!(ir.link, Link::Identity);
+        assert_eq!(ir.task, Task::Regression);
+        let zero = ir.trees.iter().flat_map(|t| &t.nodes).any(|n| matches!(n, Node::Split { test: Test::LeZeroAsMissing(_), .. }));
+        assert!(zero);
+    }
+
+    #[test]
+    fn categorical_unseen_negative_nan_codes() {
+        let ir = check_against_library("categorical");
+        assert_eq!(ir.features[0].kind, FeatureKind::Categorical { buckets: 70 });
+        assert_eq!(ir.features[1].kind, FeatureKind::Categorical { buckets: 4 });
+    }
+
+    #[test]
+    fn poisson_random_forest_cross_entropy() {
+        assert_eq!(check_against_library("poisson").link, Link::Exp);
+        let rf = check_against_library("rf_binary");
+        assert_eq!(rf.aggregate, Aggregate::Average { divisor: 6.0 });
+        assert_eq!(check_against_library("xentropy").link, Link::Sigmoid { scale: 1.0 });
+    }
+
+    #[test]
+    fn single_leaf_trees() {
+        let ir = check_against_library("constant");
+        assert!(ir.trees.iter().all(|t| t.nodes.len() == 1));
+    }
+
+    #[test]
+    fn thresholds_near_zero_and_hand_written_bitsets() {
+        let ir = check_against_library("handmade");
+        let tests: Vec<&Test> = ir
+            .trees
+            .iter()
+            .map(|t| match &t.nodes[0] {
+                Node::Split { test, .. } => test,
+                _ => panic!("expected a split"),
+            })
+            .collect();
+        assert_eq!(tests[0], &Test::Lt(-K_ZERO_THRESHOLD));
+        assert_eq!(tests[1], &Test::Le(K_ZERO_THRESHOLD));
+        assert_eq!(tests[2], &Test::Lt(-K_ZERO_THRESHOLD));
+        assert_eq!(tests[3], &Test::Le(K_ZERO_THRESHOLD));
+        assert_eq!(tests[4], &Test::InSet { categories: vec![0, 2, 40], invalid_at_or_below: -1.0 });
+        assert_eq!(ir.features[1].kind, FeatureKind::Categorical { buckets: 41 });
+        // NaN: None type → 0.0 <= t; NaN type → default child; categorical → right.
+        let missing: Vec<bool> = ir
+            .trees
+            .iter()
+            .map(|t| match &t.nodes[0] {
+                Node::Split { missing_yes, .. } => *missing_yes,
+                _ => unreachable!(),
+            })
+            .collect();
+        assert_eq!(missing, [false, false, true, true, false, false]);
+    }
+
+    fn message(r: Result<ModelIr, ReadError>) -> String {
+        match r {
+            Ok(_) => panic!("expected an error"),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    #[test]
+    fn refuses_sqrt_and_linear_trees() {
+        assert_eq!(
+            message(read_file("sqrt.refuse.txt")),
+            "unsupported in lightgbm model: objective `regression sqrt` (reg_sqrt: LightGBM squares the prediction)"
+        );
+        assert_eq!(message(read_file("linear.refuse.txt")), "unsupported in lightgbm model: linear tree (tree 0)");
+    }
+
+    fn handmade() -> String {
+        std::fs::read_to_string(data("handmade.txt")).unwrap()
+    }
+
+    #[test]
+    fn refuses_unknown_objective() {
+        let text = handmade().replace("objective=regression", "objective=cross_entropy_lambda");
+        assert_eq!(message(read(text.as_bytes())), "unsupported in lightgbm model: objective `cross_entropy_lambda`");
+    }
+
+    #[test]
+    fn malformed_models_name_the_tree() {
+        let base = handmade();
+        let cases: &[(&str, &str, &str)] = &[
+            ("left_child=-1\nright_child=-2\nleaf_value=-3", "left_child=5\nright_child=-2\nleaf_value=-3", "tree 2: child node 5 out of range"),
+            ("left_child=-1\nright_child=-2\nleaf_value=-3", "left_child=0\nright_child=-2\nleaf_value=-3", "tree 2: the root node is a child"),
+            ("left_child=-1\nright_child=-2\nleaf_value=-3", "left_child=-1\nright_child=-1\nleaf_value=-3", "tree 2: leaf 0 has 2 parents"),
+            ("left_child=-1\nright_child=-2\nleaf_value=-3", "left_child=-1\nright_child=-3\nleaf_value=-3", "tree 2: child leaf 2 out of range"),
+            ("threshold=5.0000000000000001e-36", "threshold=nan", "tree 1: node 0: NaN threshold"),
+            ("leaf_value=-1 1", "leaf_value=-1", "tree 0: `leaf_value` has 1 values, expected 2"),
+            ("split_feature=1", "split_feature=2", "tree 4: node 0: split feature 2 out of range"),
+            ("cat_boundaries=0 2", "cat_boundaries=0 3", "tree 4: `cat_threshold` has 2 values, expected 3"),
+            ("threshold=0\ndecision_type=9", "threshold=1\ndecision_type=9", "tree 4: node 0: categorical threshold 1 is not an index below num_cat=1"),
+            ("threshold=0\ndecision_type=9", "threshold=0.5\ndecision_type=9", "tree 4: node 0: categorical threshold 0.5"),
+            ("decision_type=10", "decision_type=14", "tree 2: node 0: unknown missing type 3"),
+            ("num_leaves=2\nnum_cat=0\nsplit_feature=0\nsplit_gain=1\nthreshold=-1", "num_leaves=x\nnum_cat=0\nsplit_feature=0\nsplit_gain=1\nthreshold=-1", "tree 0: `num_leaves` is not an integer"),
+            ("end of trees\n\npandas_categorical:null\n", "", "no `end of trees` line"),
+            ("end of trees", "", "tree 5: unexpected line `pandas_categorical:null`"),
+            ("max_feature_idx=1\n", "", "missing `max_feature_idx`"),
+            ("feature_names=x c", "feature_names=x", "feature_names has 1 names for 2 features"),
+        ];
+        for (from, to, want) in cases {
+            assert!(base.contains(from), "{from}");
+            let text = base.replacen(from, to, 1);
+            let msg = match read(text.as_bytes()) {
+                Ok(_) => panic!("{from:?} -> {to:?} was accepted"),
+                Err(e) => e.to_string(),
+            };
+            assert!(msg.starts_with("malformed lightgbm model: "), "{msg}");
+            assert!(msg.contains(want), "{msg:?} should contain {want:?}");
+        }
+        // A categorical threshold index in a tree whose categorical split has num_cat=0.
+        let text = base.replacen("num_cat=1", "num_cat=0", 1);
+        assert!(message(read(text.as_bytes())).contains("tree 4: node 0: categorical split in a tree with num_cat=0"));
+        assert!(message(read(b"\xff\xfe")).contains("not UTF-8"));
+        assert!(message(read(b"")).contains("does not start with a `tree` line"));
+    }
+
+    #[test]
+    fn cycles_are_rejected() {
+        // Internal nodes 1 and 2 point at each other; leaves hang off the root and node 1.
+        let tree = "Tree=0\nnum_leaves=4\nnum_cat=0\nsplit_feature=0 0 0\nthreshold=0 1 2\ndecision_type=2 2 2\n\
+                    left_child=-1 2 1\nright_child=-2 -3 -4\nleaf_value=1 2 3 4\nshrinkage=1\n\n";
+        let text = format!("tree\nnum_class=1\nmax_feature_idx=0\nobjective=regression\n\n{tree}end of trees\n");
+        let msg = message(read(text.as_bytes()));
+        assert!(msg.contains("tree 0: some nodes are not reachable from the root (cycle)"), "{msg}");
+        let tree = tree.replace("left_child=-1 2 1", "left_child=1 2 1").replace("right_child=-2 -3 -4", "right_child=-1 -2 -3");
+        let text = format!("tree\nnum_class=1\nmax_feature_idx=0\nobjective=regression\n\n{tree}end of trees\n");
+        let msg = message(read(text.as_bytes()));
+        assert!(msg.contains("tree 0: "), "{msg}");
+    }
+
+    #[test]
+    fn never_panics_on_damaged_input() {
+        let base = std::fs::read(data("multiclass.txt")).unwrap();
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        for len in (0..base.len()).step_by(97) {
+            let _ = read(&base[..len]);
+        }
+        let noise = [b'-', b'0', b'9', b' ', b'\n', b'=', b'x', b'.', b'e'];
+        for _ in 0..300 {
+            let mut bytes = base.clone();
+            for _ in 0..1 + next() % 4 {
+                let i = (next() % bytes.len() as u64) as usize;
+                bytes[i] = noise[(next() % noise.len() as u64) as usize];
+            }
+            let _ = read(&bytes);
+        }
+    }
+}

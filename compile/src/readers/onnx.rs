@@ -1,6 +1,486 @@
-use super::ReadError;
-use edgescore_filter::ir::ModelIr;
+//! ONNX reader: a graph holding one `ai.onnx.ml` TreeEnsembleClassifier or TreeEnsembleRegressor
+//! (opsets 1 and 3, as skl2onnx and onnxmltools write them). tract-onnx only decodes the
+//! protobuf; the semantics are ONNX Runtime's (1.31), which is what users compare against:
+//!
+//! * splits: `BRANCH_LEQ/LT/GTE/GT/EQ/NEQ` → `Test::Le/Lt/Ge/Gt/Eq/Ne`, true → `yes`; NaN goes to
+//!   the true node when `nodes_missing_value_tracks_true`, otherwise the comparison decides
+//!   (false, except `!=`).
+//! * regressor: `SUM` → margin = base + Σ leaves; `AVERAGE` → base + Σ leaves / (number of tree
+//!   ids, weighted or not). ONNX Runtime ignores LOGISTIC/SOFTMAX for a single target.
+//! * classifier: see [`classifier_outputs`] for how ONNX Runtime lays out binary scores.
 
-pub fn read(_bytes: &[u8]) -> Result<ModelIr, ReadError> {
-    Err(ReadError::unsupported("onnx", "reader not written yet", None))
+mod attrs;
+mod trees;
+
+#[cfg(test)]
+mod tests;
+
+use super::ReadError;
+use attrs::Attrs;
+use edgescore_filter::ir::{Aggregate, FeatureDef, FeatureKind, Link, ModelIr, Node, SourceFormat, Task, Tree};
+use std::collections::{HashMap, HashSet, VecDeque};
+use tract_onnx::pb;
+use tract_onnx::tract_core::framework::Framework;
+use trees::{Mode, NodeTable, SkelNode, Skeleton, WeightTable};
+
+const FORMAT: &str = "onnx";
+const ML: &str = "ai.onnx.ml";
+
+fn malformed(detail: impl Into<String>) -> ReadError {
+    ReadError::malformed(FORMAT, detail)
+}
+
+fn unsupported(construct: impl Into<String>) -> ReadError {
+    ReadError::unsupported(FORMAT, construct, None)
+}
+
+pub fn read(bytes: &[u8]) -> Result<ModelIr, ReadError> {
+    let model = tract_onnx::Onnx::default()
+        .proto_model_for_read(&mut &bytes[..])
+        .map_err(|e| malformed(format!("cannot decode the ModelProto: {e:#}")))?;
+    from_proto(&model)
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Classifier,
+    Regressor,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Post {
+    None,
+    Logistic,
+    Softmax,
+}
+
+fn from_proto(model: &pb::ModelProto) -> Result<ModelIr, ReadError> {
+    let graph = model.graph.as_ref().ok_or_else(|| malformed("the model has no graph"))?;
+    let (at, kind) = find_ensemble(graph)?;
+    let node = graph.node.get(at).ok_or_else(|| malformed("ensemble node vanished"))?;
+    let input = check_graph(graph, at, kind)?;
+    let n_features = input_width(input)?;
+    let attrs = Attrs::new(node)?;
+    let table = node_table(&attrs)?;
+    let op = node.op_type.as_str();
+    let post_name = attrs.string("post_transform")?.unwrap_or_else(|| "NONE".into());
+    let post = match post_name.as_str() {
+        "NONE" => Post::None,
+        "LOGISTIC" => Post::Logistic,
+        "SOFTMAX" => Post::Softmax,
+        "SOFTMAX_ZERO" | "PROBIT" => return Err(unsupported(format!("post_transform {post_name}"))),
+        other => return Err(unsupported(format!("post_transform {other:?}"))),
+    };
+    let base = attrs.reals("base_values")?.unwrap_or_default();
+
+    let (skeletons, task, link, aggregate, base_score, trees, objective) = match kind {
+        Kind::Regressor => {
+            let n_targets = attrs.int("n_targets")?.ok_or_else(|| malformed(format!("{op} has no n_targets")))?;
+            if n_targets > 1 {
+                return Err(unsupported(format!("multi-output regressor (n_targets = {n_targets})")));
+            }
+            if n_targets < 1 {
+                return Err(malformed(format!("{op} has n_targets = {n_targets}")));
+            }
+            let agg_name = attrs.string("aggregate_function")?.unwrap_or_else(|| "SUM".into());
+            let weights = weight_table(&attrs, "target", 1)?;
+            let skeletons = trees::build(&table, &weights, n_features)?;
+            let aggregate = match agg_name.as_str() {
+                "SUM" => Aggregate::Sum,
+                // ONNX Runtime divides by the number of trees (all tree ids), then adds the base.
+                "AVERAGE" => Aggregate::Average { divisor: skeletons.len() as f64 },
+                "MIN" | "MAX" => return Err(unsupported(format!("aggregate_function {agg_name}"))),
+                other => return Err(unsupported(format!("aggregate_function {other:?}"))),
+            };
+            let base_score = match base[..] {
+                [] => vec![0.0],
+                [b] => vec![b],
+                _ => return Err(malformed(format!("base_values has {} entries for 1 target", base.len()))),
+            };
+            let trees = ir_trees(&skeletons, Some);
+            let objective = format!("{op}/{agg_name}/{post_name}");
+            // A single target's score is reported as is: ONNX Runtime applies no LOGISTIC/SOFTMAX.
+            (skeletons, Task::Regression, Link::Identity, aggregate, base_score, trees, objective)
+        }
+        Kind::Classifier => {
+            let n_classes = class_count(&attrs)?;
+            let weights = weight_table(&attrs, "class", n_classes)?;
+            let skeletons = trees::build(&table, &weights, n_features)?;
+            let out = classifier_outputs(&skeletons, n_classes, post, &base)?;
+            let trees = ir_trees(&skeletons, |c| out.class_to_output.get(c as usize).copied().flatten());
+            let objective = format!("{op}/{post_name}");
+            (skeletons, out.task, out.link, Aggregate::Sum, out.base_score, trees, objective)
+        }
+    };
+
+    let n_features = match n_features {
+        Some(n) => n,
+        None => skeletons
+            .iter()
+            .flat_map(|s| s.nodes.iter())
+            .filter_map(|n| match n {
+                SkelNode::Split { feature, .. } => Some(*feature as usize + 1),
+                SkelNode::Leaf { .. } => None,
+            })
+            .max()
+            .unwrap_or(0),
+    };
+    Ok(ModelIr {
+        name: if graph.name.is_empty() { "onnx-model".into() } else { graph.name.clone() },
+        version: model.model_version.to_string(),
+        source: SourceFormat::Onnx,
+        objective,
+        task,
+        link,
+        aggregate,
+        base_score,
+        features: (0..n_features).map(|i| FeatureDef { name: format!("f{i}"), kind: FeatureKind::Numeric }).collect(),
+        trees,
+    })
+}
+
+/// How ONNX Runtime turns the per-class sums into its `probabilities` output.
+struct ClassifierOutputs {
+    task: Task,
+    link: Link,
+    base_score: Vec<f64>,
+    /// IR output of each ONNX class id (None: the class's weights do not reach the output).
+    class_to_output: Vec<Option<u32>>,
+}
+
+fn link_of(post: Post) -> Link {
+    match post {
+        Post::None => Link::Identity,
+        Post::Logistic => Link::Sigmoid { scale: 1.0 },
+        Post::Softmax => Link::Softmax,
+    }
+}
+
+/// ONNX Runtime 1.31's classifier output, `s_c` being the sum of the weights of class `c` over
+/// the leaves a row reaches and `b` the base_values:
+///
+/// * more than 2 classes: `post([s_0 + b_0, .., s_k + b_k])`, base_values empty or one per class.
+/// * 2 classes, weights for class 0 only ("binary case"): ONNX Runtime derives both columns from
+///   `s = s_0 + b_0`: LOGISTIC → `[sigmoid(-s), sigmoid(s)]`; NONE and SOFTMAX → `[1 - s, s]` when
+///   no weight is negative, else `[-s, s]`. The IR reports the positive column: 1 output, margin
+///   `s`, Sigmoid or Identity.
+/// * 2 classes with weights for class 1: `post([s_0 + b_0, s_1])` elementwise (softmax over the
+///   two), except that column 0 is 0 when no leaf carries class-0 weights (ONNX Runtime zeroes
+///   classes no leaf scored). 2 IR outputs.
+///
+/// Refused because ONNX Runtime's result is not a function of the sums alone, or is a known
+/// inconsistency: 2 base_values for 2 classes (it ignores base_values[0] and computes class 1
+/// from the class-0 weights); class weights present on some leaves only (the layout or the base
+/// value then changes row by row); a single class.
+fn classifier_outputs(skeletons: &[Skeleton], n_classes: usize, post: Post, base: &[f64]) -> Result<ClassifierOutputs, ReadError> {
+    let weighted: HashSet<u32> = skeletons.iter().flat_map(|s| s.ids()).collect();
+    if weighted.is_empty() {
+        return Err(unsupported("classifier without class weights"));
+    }
+    // ONNX Runtime only adds a class's base value (binary layouts) or even reports its score when
+    // a leaf the row reached carried a weight for it: require a tree that always does.
+    let always = |c: u32| skeletons.iter().any(|s| s.every_leaf_has(c));
+    match n_classes {
+        0 | 1 => Err(unsupported(format!("classifier with {n_classes} class label(s)"))),
+        2 => {
+            if base.len() > 1 {
+                return Err(unsupported(format!(
+                    "binary classifier with {} base_values (ONNX Runtime ignores base_values[0] and scores class 1 from the class-0 weights)",
+                    base.len()
+                )));
+            }
+            let b0 = base.first().copied().unwrap_or(0.0);
+            let (has0, has1) = (weighted.contains(&0), weighted.contains(&1));
+            if has1 && !always(1) {
+                return Err(unsupported(
+                    "binary classifier whose class-1 weights are missing from some leaves of every tree (ONNX Runtime then changes the output layout row by row)",
+                ));
+            }
+            if has0 && !always(0) && b0 != 0.0 {
+                return Err(unsupported(
+                    "binary classifier with base_values whose class-0 weights are missing from some leaves of every tree (ONNX Runtime then drops the base value row by row)",
+                ));
+            }
+            if !has1 {
+                // Binary case: one score for the positive class.
+                let link = if post == Post::Logistic { Link::Sigmoid { scale: 1.0 } } else { Link::Identity };
+                Ok(ClassifierOutputs {
+                    task: Task::BinaryClassification,
+                    link,
+                    base_score: vec![b0],
+                    class_to_output: vec![Some(0), None],
+                })
+            } else {
+                Ok(ClassifierOutputs {
+                    task: Task::BinaryClassification,
+                    link: link_of(post),
+                    base_score: vec![if has0 { b0 } else { 0.0 }, 0.0],
+                    class_to_output: vec![Some(0), Some(1)],
+                })
+            }
+        }
+        n => {
+            if !base.is_empty() && base.len() != n {
+                return Err(malformed(format!("base_values has {} entries for {n} classes", base.len())));
+            }
+            let base_score = if base.is_empty() { vec![0.0; n] } else { base.to_vec() };
+            let class_to_output = (0..n).map(|c| u32::try_from(c).ok()).collect();
+            Ok(ClassifierOutputs { task: Task::MulticlassClassification, link: link_of(post), base_score, class_to_output })
+        }
+    }
+}
+
+/// One IR tree per (ONNX tree, class it carries weights for); leaves without a weight for the
+/// class get 0.
+fn ir_trees(skeletons: &[Skeleton], output_of: impl Fn(u32) -> Option<u32>) -> Vec<Tree> {
+    let mut out = Vec::new();
+    for s in skeletons {
+        for c in s.ids() {
+            let Some(output) = output_of(c) else { continue };
+            let nodes = s
+                .nodes
+                .iter()
+                .map(|n| match n {
+                    SkelNode::Split { feature, test, missing_yes, yes, no } => Node::Split {
+                        feature: *feature,
+                        test: test.clone(),
+                        missing_yes: *missing_yes,
+                        yes: *yes,
+                        no: *no,
+                    },
+                    SkelNode::Leaf { weights } => Node::Leaf {
+                        value: weights.iter().filter(|(id, _)| *id == c).map(|(_, w)| w).sum(),
+                    },
+                })
+                .collect();
+            out.push(Tree { output, nodes });
+        }
+    }
+    out
+}
+
+fn class_count(attrs: &Attrs) -> Result<usize, ReadError> {
+    let ints = attrs.ints("classlabels_int64s")?.map(|v| v.len()).filter(|&n| n > 0);
+    let strings = attrs.strings("classlabels_strings")?.map(|v| v.len()).filter(|&n| n > 0);
+    match (ints, strings) {
+        (Some(n), None) | (None, Some(n)) => Ok(n),
+        (Some(_), Some(_)) => Err(malformed("classifier has both classlabels_int64s and classlabels_strings")),
+        (None, None) => Err(malformed("classifier has no class labels (classlabels_int64s or classlabels_strings)")),
+    }
+}
+
+fn required_ints<'a>(attrs: &Attrs<'a>, name: &str) -> Result<&'a [i64], ReadError> {
+    attrs.ints(name)?.ok_or_else(|| malformed(format!("missing attribute {name}")))
+}
+
+fn same_len(name: &str, len: usize, reference: &str, n: usize) -> Result<(), ReadError> {
+    if len == n {
+        Ok(())
+    } else {
+        Err(malformed(format!("{name} has {len} entries but {reference} has {n}")))
+    }
+}
+
+fn node_table<'a>(attrs: &Attrs<'a>) -> Result<NodeTable<'a>, ReadError> {
+    let tree_ids = required_ints(attrs, "nodes_treeids")?;
+    let n = tree_ids.len();
+    if n == 0 {
+        return Err(malformed("the ensemble has no nodes"));
+    }
+    let node_ids = required_ints(attrs, "nodes_nodeids")?;
+    let feature_ids = required_ints(attrs, "nodes_featureids")?;
+    let true_ids = required_ints(attrs, "nodes_truenodeids")?;
+    let false_ids = required_ints(attrs, "nodes_falsenodeids")?;
+    let mode_names = attrs.strings("nodes_modes")?.ok_or_else(|| malformed("missing attribute nodes_modes"))?;
+    let values = attrs.reals("nodes_values")?.ok_or_else(|| malformed("missing attribute nodes_values"))?;
+    let missing = attrs.ints("nodes_missing_value_tracks_true")?.unwrap_or_default();
+    for (name, len) in [
+        ("nodes_nodeids", node_ids.len()),
+        ("nodes_featureids", feature_ids.len()),
+        ("nodes_truenodeids", true_ids.len()),
+        ("nodes_falsenodeids", false_ids.len()),
+        ("nodes_modes", mode_names.len()),
+        ("nodes_values", values.len()),
+    ] {
+        same_len(name, len, "nodes_treeids", n)?;
+    }
+    if !missing.is_empty() {
+        same_len("nodes_missing_value_tracks_true", missing.len(), "nodes_treeids", n)?;
+    }
+    let mut modes = Vec::with_capacity(n);
+    for (i, name) in mode_names.iter().enumerate() {
+        let mode = Mode::parse(name).ok_or_else(|| {
+            let t = tree_ids.get(i).copied().unwrap_or_default();
+            let id = node_ids.get(i).copied().unwrap_or_default();
+            unsupported(format!("tree {t} node {id}: node mode {name:?}"))
+        })?;
+        modes.push(mode);
+    }
+    let missing_true = if missing.is_empty() { vec![false; n] } else { missing.iter().map(|&m| m != 0).collect() };
+    Ok(NodeTable { tree_ids, node_ids, feature_ids, modes, values, true_ids, false_ids, missing_true })
+}
+
+fn weight_table<'a>(attrs: &Attrs<'a>, kind: &'static str, n_ids: usize) -> Result<WeightTable<'a>, ReadError> {
+    let name = |field: &str| format!("{kind}_{field}");
+    let tree_ids = attrs.ints(&name("treeids"))?.unwrap_or_default();
+    let node_ids = attrs.ints(&name("nodeids"))?.unwrap_or_default();
+    let ids = attrs.ints(&name("ids"))?.unwrap_or_default();
+    let values = attrs.reals(&name("weights"))?.unwrap_or_default();
+    let n = tree_ids.len();
+    same_len(&name("nodeids"), node_ids.len(), &name("treeids"), n)?;
+    same_len(&name("ids"), ids.len(), &name("treeids"), n)?;
+    same_len(&name("weights"), values.len(), &name("treeids"), n)?;
+    Ok(WeightTable { kind, tree_ids, node_ids, ids, values, n_ids })
+}
+
+/// The single tree-ensemble node.
+fn find_ensemble(graph: &pb::GraphProto) -> Result<(usize, Kind), ReadError> {
+    let mut found = Vec::new();
+    for (i, n) in graph.node.iter().enumerate() {
+        let kind = match n.op_type.as_str() {
+            "TreeEnsembleClassifier" => Kind::Classifier,
+            "TreeEnsembleRegressor" => Kind::Regressor,
+            "TreeEnsemble" if n.domain == ML => {
+                return Err(unsupported("the ai.onnx.ml TreeEnsemble operator (opset 5); export TreeEnsembleClassifier/TreeEnsembleRegressor"))
+            }
+            _ => continue,
+        };
+        if n.domain != ML {
+            return Err(unsupported(format!("{} in domain {:?} (expected {ML})", n.op_type, n.domain)));
+        }
+        found.push((i, kind));
+    }
+    match found[..] {
+        [one] => Ok(one),
+        [] => Err(unsupported("graph without a TreeEnsembleClassifier or TreeEnsembleRegressor node")),
+        _ => Err(unsupported(format!("graph with {} tree ensembles (only one is supported)", found.len()))),
+    }
+}
+
+fn op_label(n: &pb::NodeProto) -> String {
+    if n.domain.is_empty() || n.domain == "ai.onnx" {
+        n.op_type.clone()
+    } else {
+        format!("{} ({})", n.op_type, n.domain)
+    }
+}
+
+fn is_default_domain(n: &pb::NodeProto) -> bool {
+    n.domain.is_empty() || n.domain == "ai.onnx"
+}
+
+/// `Cast`'s target type, if the node is a Cast.
+fn cast_to(n: &pb::NodeProto) -> Option<i64> {
+    if n.op_type != "Cast" || !is_default_domain(n) {
+        return None;
+    }
+    n.attribute.iter().find(|a| a.name == "to").map(|a| a.i)
+}
+
+/// Checks that the ensemble reads a graph input directly (through Identity or Cast-to-float at
+/// most), and that only ZipMap/Cast/Identity consume its scores. Returns the feature input.
+fn check_graph(graph: &pb::GraphProto, at: usize, kind: Kind) -> Result<&pb::ValueInfoProto, ReadError> {
+    let nodes = &graph.node;
+    let ens = nodes.get(at).ok_or_else(|| malformed("ensemble node vanished"))?;
+    let [x] = &ens.input[..] else {
+        return Err(malformed(format!("{} has {} inputs, expected 1", ens.op_type, ens.input.len())));
+    };
+    let mut producer: HashMap<&str, usize> = HashMap::new();
+    let mut consumers: HashMap<&str, Vec<usize>> = HashMap::new();
+    for (i, n) in nodes.iter().enumerate() {
+        for o in n.output.iter().filter(|o| !o.is_empty()) {
+            if producer.insert(o.as_str(), i).is_some() {
+                return Err(malformed(format!("value {o:?} is produced twice")));
+            }
+        }
+        for input in n.input.iter().filter(|s| !s.is_empty()) {
+            consumers.entry(input.as_str()).or_default().push(i);
+        }
+    }
+
+    // Upstream: back to a graph input.
+    let mut on_path: HashSet<usize> = HashSet::from([at]);
+    let mut name = x.as_str();
+    while let Some(&p) = producer.get(name) {
+        let n = nodes.get(p).ok_or_else(|| malformed("producer vanished"))?;
+        let pass = (n.op_type == "Identity" && is_default_domain(n)) || cast_to(n) == Some(i64::from(attrs::T_FLOAT));
+        if !pass {
+            return Err(unsupported(format!(
+                "{} before the tree ensemble (preprocessing is not compiled; export the ensemble alone)",
+                op_label(n)
+            )));
+        }
+        if !on_path.insert(p) {
+            return Err(malformed("the graph has a cycle"));
+        }
+        name = n.input.first().map(String::as_str).unwrap_or_default();
+    }
+    let input = graph.input.iter().find(|v| v.name == name).ok_or_else(|| {
+        if graph.initializer.iter().any(|t| t.name == name) {
+            malformed(format!("the ensemble's input {name:?} is a constant"))
+        } else {
+            malformed(format!("the ensemble's input {name:?} is neither a graph input nor computed by a node"))
+        }
+    })?;
+
+    // Downstream of the scores: only layout/type changes.
+    let (scores, label) = match kind {
+        Kind::Classifier => (ens.output.get(1), ens.output.first()),
+        Kind::Regressor => (ens.output.first(), None),
+    };
+    let scores = scores.filter(|s| !s.is_empty()).ok_or_else(|| malformed(format!("{} has no scores output", ens.op_type)))?;
+    let mut queue: VecDeque<&str> = VecDeque::from([scores.as_str()]);
+    while let Some(value) = queue.pop_front() {
+        for &c in consumers.get(value).map(Vec::as_slice).unwrap_or_default() {
+            let n = nodes.get(c).ok_or_else(|| malformed("consumer vanished"))?;
+            let pass = (n.op_type == "ZipMap" && n.domain == ML)
+                || (n.op_type == "Identity" && is_default_domain(n))
+                || matches!(cast_to(n), Some(t) if t == i64::from(attrs::T_FLOAT) || t == i64::from(attrs::T_DOUBLE));
+            if !pass {
+                return Err(unsupported(format!(
+                    "{} after the tree ensemble (it would change the scores; only ZipMap, Cast to float and Identity may follow)",
+                    op_label(n)
+                )));
+            }
+            if on_path.insert(c) {
+                queue.extend(n.output.iter().map(String::as_str));
+            }
+        }
+    }
+    // Downstream of the label: anything (it does not touch the scores).
+    let mut queue: VecDeque<&str> = label.map(String::as_str).into_iter().collect();
+    while let Some(value) = queue.pop_front() {
+        for &c in consumers.get(value).map(Vec::as_slice).unwrap_or_default() {
+            if on_path.insert(c) {
+                queue.extend(nodes.get(c).map(|n| n.output.iter().map(String::as_str)).into_iter().flatten());
+            }
+        }
+    }
+    // Other ML operators would mean the graph is more than this ensemble.
+    if let Some(n) = nodes.iter().enumerate().find(|(i, n)| !on_path.contains(i) && n.domain == ML).map(|(_, n)| n) {
+        return Err(unsupported(format!("{} beside the tree ensemble (only a single ensemble is compiled)", op_label(n))));
+    }
+    Ok(input)
+}
+
+/// Number of features from the input's declared shape `[N, F]`, if known.
+fn input_width(input: &pb::ValueInfoProto) -> Result<Option<usize>, ReadError> {
+    use pb::tensor_shape_proto::dimension::Value;
+    use pb::type_proto::Value as Type;
+    let Some(Type::TensorType(t)) = input.r#type.as_ref().and_then(|t| t.value.as_ref()) else {
+        return Ok(None);
+    };
+    // FLOAT, INT32, INT64, DOUBLE: ONNX Runtime compares them as the thresholds' type.
+    if ![1, 6, 7, 11].contains(&t.elem_type) {
+        return Err(unsupported(format!("input {:?} of tensor element type #{}", input.name, t.elem_type)));
+    }
+    let Some(shape) = &t.shape else { return Ok(None) };
+    match &shape.dim[..] {
+        [_, width] => Ok(match width.value {
+            Some(Value::DimValue(f)) => usize::try_from(f).ok(),
+            _ => None,
+        }),
+        [_] | [] => Ok(None),
+        dims => Err(unsupported(format!("input {:?} of rank {}", input.name, dims.len()))),
+    }
 }

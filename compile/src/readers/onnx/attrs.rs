@@ -119,7 +119,7 @@ fn tensor_reals(t: &pb::TensorProto, what: &str) -> Result<Vec<f64>, ReadError> 
     }
     let values: Vec<f64> = match t.data_type {
         T_FLOAT if !t.raw_data.is_empty() => {
-            if t.raw_data.len() % 4 != 0 {
+            if !t.raw_data.len().is_multiple_of(4) {
                 return Err(malformed(format!("{what}: raw FLOAT data of {} bytes", t.raw_data.len())));
             }
             t.raw_data
@@ -129,7 +129,7 @@ fn tensor_reals(t: &pb::TensorProto, what: &str) -> Result<Vec<f64>, ReadError> 
         }
         T_FLOAT => t.float_data.iter().map(|&v| f64::from(v)).collect(),
         T_DOUBLE if !t.raw_data.is_empty() => {
-            if t.raw_data.len() % 8 != 0 {
+            if !t.raw_data.len().is_multiple_of(8) {
                 return Err(malformed(format!("{what}: raw DOUBLE data of {} bytes", t.raw_data.len())));
             }
             t.raw_data

@@ -1,0 +1,37 @@
+//! The hot path never touches the global allocator: scoring every row of every fixture model
+//! (and the reference bot model) allocates 0 blocks and 0 bytes, as dhat counts them.
+
+use edgescore_tests::fixtures;
+
+#[global_allocator]
+static ALLOC: dhat::Alloc = dhat::Alloc;
+
+#[test]
+fn scoring_allocates_nothing() {
+    let _profiler = dhat::Profiler::builder().testing().build();
+    let mut prepared = Vec::new();
+    for f in fixtures("") {
+        let model = f.compile().unwrap();
+        let rows = f.rows(&model).unwrap();
+        prepared.push((f.name, model, rows));
+    }
+    assert!(prepared.len() >= 10, "fixtures missing: found {}", prepared.len());
+    let mut out32 = vec![0f32; edgescore_filter::MAX_OUTPUTS];
+    let mut out64 = vec![0f64; edgescore_filter::MAX_OUTPUTS];
+
+    let before = dhat::HeapStats::get();
+    let mut checksum = 0f64;
+    for (_, model, rows) in &prepared {
+        let e = model.ensemble();
+        for row in rows {
+            e.score(row, &mut out32).unwrap();
+            e.score_f64(row, &mut out64).unwrap();
+            e.margins(row, &mut out64).unwrap();
+            checksum += out32[0] as f64 + out64[0];
+        }
+    }
+    let after = dhat::HeapStats::get();
+    dhat::assert_eq!(after.total_blocks - before.total_blocks, 0);
+    dhat::assert_eq!(after.total_bytes - before.total_bytes, 0);
+    assert!(checksum.is_finite());
+}
