@@ -545,7 +545,10 @@ def _lgb_fixture(name, *, params, n_rounds, X, y, cols, test_sample, task, n_out
         notes=notes + " Thresholds are float64 (threshold=, %.17g); value <= threshold goes left, "
         "compared in double. Rows include the float32 values at/just below/just above each "
         "threshold. decision_type bits: 1=categorical, 2=default_left, (dt>>2)&3 = missing type "
-        "(0 None: NaN->0.0, 1 Zero: |x|<=1e-35 or NaN is missing, 2 NaN). The init score "
+        "(0 None: NaN->0.0, 1 Zero: |x|<=1e-35 or NaN is missing, 2 NaN). BEFORE traversal "
+        "LightGBM's prediction API drops |x| <= kZeroThreshold (float32 1e-35) as a sparse zero, "
+        "i.e. such values are replaced by exactly 0.0 (matters for thresholds near +-1e-35). "
+        "The init score "
         "(boost_from_average) is baked into the first iteration's leaf values.",
     )
 
@@ -928,8 +931,11 @@ def gen_onnx_rf_classifier():
     _onnx_fixture(name, model=m, convert=_skl2onnx, X=X, y=y,
                   test_sample=gauss_sampler(n_feat, nan_rate=0.03), task="binary", n_outputs=1,
                   notes="skl2onnx RandomForestClassifier (zipmap off): TreeEnsembleClassifier, "
-                        "BRANCH_LEQ, leaf class_weights are per-tree probabilities, "
-                        "post_transform NONE, averaged over trees (weights pre-divided by n_trees).")
+                        "BRANCH_LEQ, post_transform NONE, no aggregate_function (SUM): leaf class_weights are "
+                        "already divided by n_trees. Binary: every class_id is 0 with "
+                        "classlabels [0,1]; that single score s is the POSITIVE class and "
+                        "onnxruntime outputs [1-s, s]. NaN: nodes_missing_value_tracks_true all 0, "
+                        "so NaN takes the false branch (sklearn routes NaN differently).")
 
 
 @fixture
@@ -961,7 +967,8 @@ def gen_onnx_rf_regressor():
     _onnx_fixture(name, model=m, convert=_skl2onnx, X=X, y=y,
                   test_sample=gauss_sampler(n_feat, nan_rate=0.03, scale=2.0), task="regression",
                   n_outputs=1, notes="skl2onnx RandomForestRegressor: TreeEnsembleRegressor, "
-                  "aggregate_function AVERAGE, output 'variable' [N,1].")
+                  "no aggregate_function (SUM) with target_weights already divided by n_trees, "
+                  "output 'variable' [N,1].")
 
 
 @fixture
@@ -978,7 +985,9 @@ def gen_onnx_gbt_classifier():
     _onnx_fixture(name, model=m, convert=_skl2onnx, X=X, y=y,
                   test_sample=gauss_sampler(n_feat, nan_rate=0.03), task="binary", n_outputs=1,
                   notes="skl2onnx GradientBoostingClassifier: TreeEnsembleClassifier with base_values "
-                        "(prior log-odds) and post_transform LOGISTIC. (HistGradientBoostingClassifier "
+                        "(prior log-odds) and post_transform LOGISTIC; single score column (class_id 0) = "
+                        "positive-class margin, output [1-sigmoid(s), sigmoid(s)]. "
+                        "(HistGradientBoostingClassifier "
                         "does not convert with skl2onnx 1.20 + sklearn 1.9: bool attribute error.)")
 
 
@@ -1016,7 +1025,9 @@ def gen_onnx_lgb_classifier():
                   notes="LGBMClassifier via onnxmltools.convert_lightgbm (zipmap=False): "
                         "TreeEnsembleClassifier BRANCH_LEQ with float32 thresholds (LightGBM's "
                         "float64 thresholds rounded), nodes_missing_value_tracks_true for NaN; "
-                        "graph also has Identity/Cast/Mul nodes on the label path.")
+                        "single score column + post_transform LOGISTIC; the graph continues with "
+                        "Identity -> Cast (label) and Identity -> Mul(probabilities, 1.0) -> "
+                        "'probabilities'.")
 
 
 @fixture

@@ -12,18 +12,33 @@
 //! - Raw prediction = scale * Σ leaves + bias[o] (`scale_and_bias: [scale, [bias...]]`). The
 //!   reader multiplies every leaf by `scale` and puts `bias` into the base score.
 //!
+//! - One-hot categorical split: bit = `CalcCatFeatureHash(category string) == value`, the hash
+//!   being the low 32 bits of CatBoost's CityHash64 (v1.0) of the string. Our rows carry integer
+//!   category codes whose CatBoost string is their decimal form, so the reader hashes the
+//!   decimal strings of the codes `0..2^20` and turns each split into
+//!   `InSet { categories: the codes with that hash, invalid_at_or_below: -1.0 }` (NaN: not in the
+//!   set, like any category unseen in training). A split value no code in that range hashes to
+//!   (e.g. a string category such as "red", or "-1") is refused.
+//!
 //! Each oblivious tree of depth d becomes, per output, a full binary IR tree with 2^d leaves:
-//! level k tests split k, `yes` (= bit 1, `Test::Gt(border)`).
+//! level k tests split k, `yes` = bit 1 (`Test::Gt(border)` / the one-hot set).
 
 use super::ReadError;
 use edgescore_filter::ir::{Aggregate, FeatureDef, FeatureKind, Link, ModelIr, Node, SourceFormat, Task, Test, Tree};
 use serde::Deserialize;
 use serde_json::Value;
+use std::collections::HashMap;
 
 const FORMAT: &str = "catboost";
 
 /// CatBoost trains trees of depth at most 16.
 const MAX_DEPTH: usize = 16;
+
+/// Largest flat feature index accepted (keeps a tiny file from asking for a huge feature table).
+const MAX_FLAT_INDEX: u32 = 1 << 20;
+
+/// One-hot splits are matched against the category codes `0..ONE_HOT_CODES`.
+const ONE_HOT_CODES: u32 = 1 << 20;
 
 fn malformed(detail: impl Into<String>) -> ReadError {
     ReadError::malformed(FORMAT, detail)
@@ -76,9 +91,13 @@ struct FloatFeature {
 
 #[derive(Deserialize)]
 struct CatFeature {
+    feature_index: u32,
     flat_feature_index: u32,
     #[serde(default)]
     feature_id: Option<String>,
+    /// Hashes of the one-hot encoded categories (i32 or u32 in the JSON).
+    #[serde(default)]
+    values: Vec<i64>,
 }
 
 #[derive(Deserialize)]
@@ -94,6 +113,11 @@ struct Split {
     float_feature_index: Option<u32>,
     #[serde(default)]
     border: Option<f64>,
+    #[serde(default)]
+    cat_feature_index: Option<u32>,
+    /// One-hot: the category hash.
+    #[serde(default)]
+    value: Option<i64>,
 }
 
 /// Link and task for a loss function (`model_info.params.loss_function.type`).
@@ -161,7 +185,7 @@ pub fn read(bytes: &[u8]) -> Result<ModelIr, ReadError> {
     // Features, by flat index.
     let mut n_features = 0usize;
     for flat in info.float_features.iter().map(|f| f.flat_feature_index).chain(info.categorical_features.iter().map(|f| f.flat_feature_index)) {
-        if flat >= 1 << 24 {
+        if flat >= MAX_FLAT_INDEX {
             return Err(malformed(format!("flat_feature_index {flat}")));
         }
         n_features = n_features.max(flat as usize + 1);
@@ -184,7 +208,7 @@ pub fn read(bytes: &[u8]) -> Result<ModelIr, ReadError> {
             Some(other) => return Err(malformed(format!("float feature {}: nan_value_treatment `{other}`", f.feature_index))),
         };
         let i = f.feature_index as usize;
-        if i >= 1 << 24 {
+        if i >= MAX_FLAT_INDEX as usize {
             return Err(malformed(format!("float feature_index {i}")));
         }
         if float_splits.len() <= i {
@@ -194,14 +218,35 @@ pub fn read(bytes: &[u8]) -> Result<ModelIr, ReadError> {
             return Err(malformed(format!("two float features with feature_index {i}")));
         }
     }
+    let mut cat_flat: HashMap<u32, u32> = HashMap::new();
     for f in &info.categorical_features {
         let slot = &mut features[f.flat_feature_index as usize];
         if slot.is_some() {
             return Err(malformed(format!("two features with flat_feature_index {}", f.flat_feature_index)));
         }
         *slot = Some(FeatureDef { name: name(&f.feature_id, f.flat_feature_index), kind: FeatureKind::Categorical { buckets: 1 } });
+        if cat_flat.insert(f.feature_index, f.flat_feature_index).is_some() {
+            return Err(malformed(format!("two categorical features with feature_index {}", f.feature_index)));
+        }
     }
-    let features: Vec<FeatureDef> = features
+    // Codes for every one-hot hash the model mentions (split values and declared values).
+    let mut wanted: Vec<u32> = oblivious
+        .iter()
+        .flat_map(|t| &t.splits)
+        .filter(|s| s.split_type == "OneHotFeature")
+        .filter_map(|s| s.value.map(hash_bits))
+        .collect();
+    if !wanted.is_empty() {
+        wanted.extend(info.categorical_features.iter().flat_map(|f| f.values.iter().map(|&v| hash_bits(v))));
+    }
+    let codes = codes_with_hashes(wanted);
+    for f in &info.categorical_features {
+        let max_code = f.values.iter().filter_map(|&v| codes.get(&hash_bits(v))).flatten().max();
+        if let (Some(&max), Some(def)) = (max_code, features[f.flat_feature_index as usize].as_mut()) {
+            def.kind = FeatureKind::Categorical { buckets: max + 1 };
+        }
+    }
+    let mut features: Vec<FeatureDef> = features
         .into_iter()
         .enumerate()
         .map(|(i, f)| f.unwrap_or_else(|| FeatureDef { name: format!("f{i}"), kind: FeatureKind::Numeric }))
@@ -236,7 +281,7 @@ pub fn read(bytes: &[u8]) -> Result<ModelIr, ReadError> {
         .to_string();
     let (task, link) = loss_semantics(&loss, dimension)?;
 
-    let mut trees = Vec::with_capacity(oblivious.len() * dimension);
+    let mut trees = Vec::new();
     for (t, tree) in oblivious.iter().enumerate() {
         let depth = tree.splits.len();
         if depth > MAX_DEPTH {
@@ -248,10 +293,28 @@ pub fn read(bytes: &[u8]) -> Result<ModelIr, ReadError> {
                 "FloatFeature" => {}
                 "OnlineCtr" => return Err(unsupported("CatBoost CTR features are not supported yet", Some(t))),
                 "OneHotFeature" => {
-                    return Err(unsupported(
-                        "CatBoost one-hot categorical splits are not supported yet (they test CatBoost's hash of the category string)",
-                        Some(t),
-                    ))
+                    let c = split
+                        .cat_feature_index
+                        .ok_or_else(|| malformed(format!("tree {t}: split {k} has no cat_feature_index")))?;
+                    let flat = *cat_flat
+                        .get(&c)
+                        .ok_or_else(|| malformed(format!("tree {t}: split {k} uses unknown categorical feature {c}")))?;
+                    let value = split.value.ok_or_else(|| malformed(format!("tree {t}: split {k} has no value")))?;
+                    let Some(categories) = codes.get(&hash_bits(value)) else {
+                        return Err(unsupported(
+                            format!(
+                                "CatBoost one-hot split on a category (hash {value}) that is not an integer code in 0..{ONE_HOT_CODES}"
+                            ),
+                            Some(t),
+                        ));
+                    };
+                    let categories = categories.clone();
+                    // `cat_flat` only holds categorical features; codes come out ascending.
+                    if let FeatureKind::Categorical { buckets } = &mut features[flat as usize].kind {
+                        *buckets = (*buckets).max(categories.last().map_or(1, |&m| m + 1));
+                    }
+                    levels.push((flat, Test::InSet { categories, invalid_at_or_below: -1.0 }, false));
+                    continue;
                 }
                 other => return Err(unsupported(format!("CatBoost split type `{other}`"), Some(t))),
             }
@@ -305,6 +368,80 @@ pub fn read(bytes: &[u8]) -> Result<ModelIr, ReadError> {
     })
 }
 
+/// A category hash as it appears in the JSON (i32 or u32) → its 32 bits.
+fn hash_bits(v: i64) -> u32 {
+    v as u32
+}
+
+const K2: u64 = 0x9ae1_6a3b_2f90_404f;
+const K3: u64 = 0xc949_d7c7_509e_6557;
+
+fn hash_len16(u: u64, v: u64) -> u64 {
+    const MUL: u64 = 0x9ddf_ea08_eb38_2d69;
+    let mut a = (u ^ v).wrapping_mul(MUL);
+    a ^= a >> 47;
+    let mut b = (v ^ a).wrapping_mul(MUL);
+    b ^= b >> 47;
+    b.wrapping_mul(MUL)
+}
+
+/// CityHash64 v1.0 (CatBoost's util/digest/city.cpp) for strings of at most 16 bytes.
+fn city_hash64_short(s: &[u8]) -> u64 {
+    let len = s.len();
+    debug_assert!(len <= 16);
+    let load64 = |i: usize| u64::from_le_bytes(s[i..i + 8].try_into().unwrap());
+    let load32 = |i: usize| u32::from_le_bytes(s[i..i + 4].try_into().unwrap()) as u64;
+    if len > 8 {
+        let a = load64(0);
+        let b = load64(len - 8);
+        hash_len16(a, b.wrapping_add(len as u64).rotate_right(len as u32)) ^ b
+    } else if len >= 4 {
+        let a = load32(0);
+        hash_len16((len as u64).wrapping_add(a << 3), load32(len - 4))
+    } else if len > 0 {
+        let (a, b, c) = (s[0] as u32, s[len >> 1] as u32, s[len - 1] as u32);
+        let y = a.wrapping_add(b << 8);
+        let z = (len as u32).wrapping_add(c << 2);
+        let m = (y as u64).wrapping_mul(K2) ^ (z as u64).wrapping_mul(K3);
+        (m ^ (m >> 47)).wrapping_mul(K2)
+    } else {
+        K2
+    }
+}
+
+/// CatBoost's `CalcCatFeatureHash` of the decimal string of `code`.
+fn category_hash(code: u32) -> u32 {
+    let mut buf = [0u8; 10];
+    let mut i = buf.len();
+    let mut n = code;
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    city_hash64_short(&buf[i..]) as u32
+}
+
+/// Every code in `0..ONE_HOT_CODES` whose hash is one of `wanted`, by hash.
+fn codes_with_hashes(mut wanted: Vec<u32>) -> HashMap<u32, Vec<u32>> {
+    let mut out: HashMap<u32, Vec<u32>> = HashMap::new();
+    if wanted.is_empty() {
+        return out;
+    }
+    wanted.sort_unstable();
+    wanted.dedup();
+    for code in 0..ONE_HOT_CODES {
+        let h = category_hash(code);
+        if wanted.binary_search(&h).is_ok() {
+            out.entry(h).or_default().push(code);
+        }
+    }
+    out
+}
+
 /// A full binary tree over `levels` (level k tests split k), nodes in breadth-first order:
 /// node `(k, p)` is at `2^k - 1 + p`, its `yes` (bit 1) child is `(k + 1, 2p + 1)`, its `no`
 /// child `(k + 1, 2p)`. The leaf reached with bits b_0..b_{d-1} is CatBoost's leaf
@@ -345,8 +482,7 @@ mod tests {
         read(&std::fs::read(data(name)).unwrap())
     }
 
-    /// The IR semantics for an f32 row (only the tests CatBoost produces, plus the rest for
-    /// completeness).
+    /// The IR semantics for an f32 row (the tests CatBoost produces, plus plain comparisons).
     fn holds(test: &Test, v: f32) -> bool {
         let x = v as f64;
         match test {
@@ -356,6 +492,13 @@ mod tests {
             Test::Ge(t) => x >= *t,
             Test::Eq(t) => x == *t,
             Test::Ne(t) => x != *t,
+            Test::InSet { categories, invalid_at_or_below } => {
+                if v <= *invalid_at_or_below {
+                    return false;
+                }
+                let c = v.trunc();
+                c >= 0.0 && c <= u32::MAX as f32 && categories.contains(&(c as u32))
+            }
             other => panic!("unexpected test {other:?}"),
         }
     }
@@ -477,6 +620,54 @@ mod tests {
     }
 
     #[test]
+    fn one_hot_integer_codes() {
+        let ir = check_against_library("onehot");
+        let names: Vec<&str> = ir.features.iter().map(|f| f.name.as_str()).collect();
+        assert_eq!(names, ["x", "code", "z"]);
+        let sets: Vec<&Vec<u32>> = ir
+            .trees
+            .iter()
+            .flat_map(|t| &t.nodes)
+            .filter_map(|n| match n {
+                Node::Split { feature: 1, test: Test::InSet { categories, invalid_at_or_below }, missing_yes, .. } => {
+                    assert_eq!(*invalid_at_or_below, -1.0);
+                    assert!(!missing_yes);
+                    Some(categories)
+                }
+                _ => None,
+            })
+            .collect();
+        assert!(!sets.is_empty());
+        assert!(sets.iter().all(|c| c.len() == 1));
+        let FeatureKind::Categorical { buckets } = ir.features[1].kind else { panic!("code is categorical") };
+        assert!(buckets > sets.iter().map(|c| c[0]).max().unwrap());
+    }
+
+    #[test]
+    fn category_hash_matches_catboost() {
+        // Hashes CatBoost 1.2.10 stored for these integer categories (one-hot split values).
+        let known: &[(u32, i64)] = &[
+            (0, -1438285038),
+            (1, 1121341681),
+            (3, 593172586),
+            (7, -17943309),
+            (12, 1445320840),
+            (123, 1577207979),
+            (4567, 937364610),
+            (12345, 151767304),
+            (678901, 658162862),
+            (1234567, 215762447),
+            (23456789, 694041104),
+            (123456789, 1389760245),
+            (1000000000, 1103833535),
+            (2147483647, -1631395706),
+        ];
+        for &(code, hash) in known {
+            assert_eq!(category_hash(code), hash_bits(hash), "{code}");
+        }
+    }
+
+    #[test]
     fn regression_scale_and_bias() {
         let ir = check_against_library("regression_scaled");
         assert_eq!(ir.link, Link::Identity);
@@ -498,11 +689,9 @@ mod tests {
             message(read_file("ctr.refuse.json")),
             "unsupported in catboost model: CatBoost CTR features are not supported yet (tree 0)"
         );
-        assert_eq!(
-            message(read_file("onehot.refuse.json")),
-            "unsupported in catboost model: CatBoost one-hot categorical splits are not supported yet \
-             (they test CatBoost's hash of the category string) (tree 0)"
-        );
+        let m = message(read_file("onehot_strings.refuse.json"));
+        assert!(m.starts_with("unsupported in catboost model: CatBoost one-hot split on a category (hash "), "{m}");
+        assert!(m.ends_with(") that is not an integer code in 0..1048576 (tree 0)"), "{m}");
         assert_eq!(
             message(read_file("depthwise.refuse.json")),
             "unsupported in catboost model: non-symmetric trees (grow_policy Depthwise or Lossguide)"

@@ -448,16 +448,12 @@ pub fn read(bytes: &[u8]) -> Result<ModelIr, ReadError> {
     }
     let n_features = max_feature_idx as usize + 1;
 
-    let names: Vec<String> = match header.get("feature_names") {
-        Some(text) => {
-            let names: Vec<String> = text.split_whitespace().map(str::to_string).collect();
-            if names.len() != n_features {
-                return Err(malformed(format!("feature_names has {} names for {n_features} features", names.len())));
-            }
-            names
-        }
-        None => (0..n_features).map(|i| format!("Column_{i}")).collect(),
-    };
+    // Required (as LightGBM does); also bounds the feature table by the input size.
+    let names_text = header.get("feature_names").ok_or_else(|| malformed("missing `feature_names`"))?;
+    let names: Vec<String> = names_text.split_whitespace().map(str::to_string).collect();
+    if names.len() != n_features {
+        return Err(malformed(format!("feature_names has {} names for {n_features} features", names.len())));
+    }
     let mut infos = match header.get("feature_infos") {
         Some(text) => parse_feature_infos(text, n_features)?,
         None => vec![FeatureInfo { categorical: false, buckets: 0 }; n_features],
@@ -773,6 +769,8 @@ mod tests {
             ("end of trees", "", "tree 5: unexpected line `pandas_categorical:null`"),
             ("max_feature_idx=1\n", "", "missing `max_feature_idx`"),
             ("feature_names=x c", "feature_names=x", "feature_names has 1 names for 2 features"),
+            ("feature_names=x c\n", "", "missing `feature_names`"),
+            ("num_class=1", "num_class=2", "num_class = 2, num_tree_per_iteration = 1"),
         ];
         for (from, to, want) in cases {
             assert!(base.contains(from), "{from}");
@@ -796,11 +794,11 @@ mod tests {
         // Internal nodes 1 and 2 point at each other; leaves hang off the root and node 1.
         let tree = "Tree=0\nnum_leaves=4\nnum_cat=0\nsplit_feature=0 0 0\nthreshold=0 1 2\ndecision_type=2 2 2\n\
                     left_child=-1 2 1\nright_child=-2 -3 -4\nleaf_value=1 2 3 4\nshrinkage=1\n\n";
-        let text = format!("tree\nnum_class=1\nmax_feature_idx=0\nobjective=regression\n\n{tree}end of trees\n");
+        let text = format!("tree\nnum_class=1\nmax_feature_idx=0\nfeature_names=x\nobjective=regression\n\n{tree}end of trees\n");
         let msg = message(read(text.as_bytes()));
         assert!(msg.contains("tree 0: some nodes are not reachable from the root (cycle)"), "{msg}");
         let tree = tree.replace("left_child=-1 2 1", "left_child=1 2 1").replace("right_child=-2 -3 -4", "right_child=-1 -2 -3");
-        let text = format!("tree\nnum_class=1\nmax_feature_idx=0\nobjective=regression\n\n{tree}end of trees\n");
+        let text = format!("tree\nnum_class=1\nmax_feature_idx=0\nfeature_names=x\nobjective=regression\n\n{tree}end of trees\n");
         let msg = message(read(text.as_bytes()));
         assert!(msg.contains("tree 0: "), "{msg}");
     }

@@ -70,9 +70,10 @@ pub fn detect(bytes: &[u8]) -> Result<Format, ReadError> {
     Err(ReadError::UnknownFormat)
 }
 
-/// ONNX ModelProto starts with field 1 (ir_version, varint: 0x08) in every exporter we know.
+/// ONNX ModelProto starts with field 1 (ir_version, varint: 0x08) in every exporter we know, and
+/// names the `ai.onnx.ml` domain somewhere (onnxmltools writes the opset imports after the graph).
 fn looks_like_onnx(bytes: &[u8]) -> bool {
-    bytes.first() == Some(&0x08) && bytes.windows(7).take(4096).any(|w| w == b"ai.onnx")
+    bytes.first() == Some(&0x08) && bytes.windows(7).any(|w| w == b"ai.onnx")
 }
 
 pub fn read(bytes: &[u8], format: Format) -> Result<ModelIr, ReadError> {

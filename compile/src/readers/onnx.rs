@@ -10,6 +10,7 @@
 //! * classifier: see [`classifier_outputs`] for how ONNX Runtime lays out binary scores.
 
 mod attrs;
+mod graph;
 mod trees;
 
 #[cfg(test)]
@@ -18,7 +19,7 @@ mod tests;
 use super::ReadError;
 use attrs::Attrs;
 use edgescore_filter::ir::{Aggregate, FeatureDef, FeatureKind, Link, ModelIr, Node, SourceFormat, Task, Tree};
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::HashSet;
 use tract_onnx::pb;
 use tract_onnx::tract_core::framework::Framework;
 use trees::{Mode, NodeTable, SkelNode, Skeleton, WeightTable};
@@ -56,10 +57,10 @@ enum Post {
 
 fn from_proto(model: &pb::ModelProto) -> Result<ModelIr, ReadError> {
     let graph = model.graph.as_ref().ok_or_else(|| malformed("the model has no graph"))?;
-    let (at, kind) = find_ensemble(graph)?;
+    let (at, kind) = graph::find_ensemble(graph)?;
     let node = graph.node.get(at).ok_or_else(|| malformed("ensemble node vanished"))?;
-    let input = check_graph(graph, at, kind)?;
-    let n_features = input_width(input)?;
+    let input = graph::check_graph(graph, at, kind)?;
+    let n_features = graph::input_width(input)?;
     let attrs = Attrs::new(node)?;
     let table = node_table(&attrs)?;
     let op = node.op_type.as_str();
@@ -169,9 +170,11 @@ fn link_of(post: Post) -> Link {
 ///   classes no leaf scored). 2 IR outputs.
 ///
 /// Refused because ONNX Runtime's result is not a function of the sums alone, or is a known
-/// inconsistency: 2 base_values for 2 classes (it ignores base_values[0] and computes class 1
-/// from the class-0 weights); class weights present on some leaves only (the layout or the base
-/// value then changes row by row); a single class.
+/// inconsistency: 2 base_values for 2 classes (with class-1 weights it outputs
+/// `post([-(b_1 + s_0), b_1 + s_0])`, ignoring the class-1 weights; without, `post([s_0 + b_0, 0])`);
+/// class-1 weights absent from some leaf of every tree (the layout changes row by row); class-0
+/// weights likewise with a non-zero base value (the base is dropped on rows that reach none);
+/// a single class.
 fn classifier_outputs(skeletons: &[Skeleton], n_classes: usize, post: Post, base: &[f64]) -> Result<ClassifierOutputs, ReadError> {
     let weighted: HashSet<u32> = skeletons.iter().flat_map(|s| s.ids()).collect();
     if weighted.is_empty() {
@@ -185,7 +188,7 @@ fn classifier_outputs(skeletons: &[Skeleton], n_classes: usize, post: Post, base
         2 => {
             if base.len() > 1 {
                 return Err(unsupported(format!(
-                    "binary classifier with {} base_values (ONNX Runtime ignores base_values[0] and scores class 1 from the class-0 weights)",
+                    "binary classifier with {} base_values (ONNX Runtime mishandles them: with class-1 weights it scores class 1 as base_values[1] + the class-0 sum, without them it reports class 1 as 0)",
                     base.len()
                 )));
             }
@@ -331,156 +334,4 @@ fn weight_table<'a>(attrs: &Attrs<'a>, kind: &'static str, n_ids: usize) -> Resu
     same_len(&name("ids"), ids.len(), &name("treeids"), n)?;
     same_len(&name("weights"), values.len(), &name("treeids"), n)?;
     Ok(WeightTable { kind, tree_ids, node_ids, ids, values, n_ids })
-}
-
-/// The single tree-ensemble node.
-fn find_ensemble(graph: &pb::GraphProto) -> Result<(usize, Kind), ReadError> {
-    let mut found = Vec::new();
-    for (i, n) in graph.node.iter().enumerate() {
-        let kind = match n.op_type.as_str() {
-            "TreeEnsembleClassifier" => Kind::Classifier,
-            "TreeEnsembleRegressor" => Kind::Regressor,
-            "TreeEnsemble" if n.domain == ML => {
-                return Err(unsupported("the ai.onnx.ml TreeEnsemble operator (opset 5); export TreeEnsembleClassifier/TreeEnsembleRegressor"))
-            }
-            _ => continue,
-        };
-        if n.domain != ML {
-            return Err(unsupported(format!("{} in domain {:?} (expected {ML})", n.op_type, n.domain)));
-        }
-        found.push((i, kind));
-    }
-    match found[..] {
-        [one] => Ok(one),
-        [] => Err(unsupported("graph without a TreeEnsembleClassifier or TreeEnsembleRegressor node")),
-        _ => Err(unsupported(format!("graph with {} tree ensembles (only one is supported)", found.len()))),
-    }
-}
-
-fn op_label(n: &pb::NodeProto) -> String {
-    if n.domain.is_empty() || n.domain == "ai.onnx" {
-        n.op_type.clone()
-    } else {
-        format!("{} ({})", n.op_type, n.domain)
-    }
-}
-
-fn is_default_domain(n: &pb::NodeProto) -> bool {
-    n.domain.is_empty() || n.domain == "ai.onnx"
-}
-
-/// `Cast`'s target type, if the node is a Cast.
-fn cast_to(n: &pb::NodeProto) -> Option<i64> {
-    if n.op_type != "Cast" || !is_default_domain(n) {
-        return None;
-    }
-    n.attribute.iter().find(|a| a.name == "to").map(|a| a.i)
-}
-
-/// Checks that the ensemble reads a graph input directly (through Identity or Cast-to-float at
-/// most), and that only ZipMap/Cast/Identity consume its scores. Returns the feature input.
-fn check_graph(graph: &pb::GraphProto, at: usize, kind: Kind) -> Result<&pb::ValueInfoProto, ReadError> {
-    let nodes = &graph.node;
-    let ens = nodes.get(at).ok_or_else(|| malformed("ensemble node vanished"))?;
-    let [x] = &ens.input[..] else {
-        return Err(malformed(format!("{} has {} inputs, expected 1", ens.op_type, ens.input.len())));
-    };
-    let mut producer: HashMap<&str, usize> = HashMap::new();
-    let mut consumers: HashMap<&str, Vec<usize>> = HashMap::new();
-    for (i, n) in nodes.iter().enumerate() {
-        for o in n.output.iter().filter(|o| !o.is_empty()) {
-            if producer.insert(o.as_str(), i).is_some() {
-                return Err(malformed(format!("value {o:?} is produced twice")));
-            }
-        }
-        for input in n.input.iter().filter(|s| !s.is_empty()) {
-            consumers.entry(input.as_str()).or_default().push(i);
-        }
-    }
-
-    // Upstream: back to a graph input.
-    let mut on_path: HashSet<usize> = HashSet::from([at]);
-    let mut name = x.as_str();
-    while let Some(&p) = producer.get(name) {
-        let n = nodes.get(p).ok_or_else(|| malformed("producer vanished"))?;
-        let pass = (n.op_type == "Identity" && is_default_domain(n)) || cast_to(n) == Some(i64::from(attrs::T_FLOAT));
-        if !pass {
-            return Err(unsupported(format!(
-                "{} before the tree ensemble (preprocessing is not compiled; export the ensemble alone)",
-                op_label(n)
-            )));
-        }
-        if !on_path.insert(p) {
-            return Err(malformed("the graph has a cycle"));
-        }
-        name = n.input.first().map(String::as_str).unwrap_or_default();
-    }
-    let input = graph.input.iter().find(|v| v.name == name).ok_or_else(|| {
-        if graph.initializer.iter().any(|t| t.name == name) {
-            malformed(format!("the ensemble's input {name:?} is a constant"))
-        } else {
-            malformed(format!("the ensemble's input {name:?} is neither a graph input nor computed by a node"))
-        }
-    })?;
-
-    // Downstream of the scores: only layout/type changes.
-    let (scores, label) = match kind {
-        Kind::Classifier => (ens.output.get(1), ens.output.first()),
-        Kind::Regressor => (ens.output.first(), None),
-    };
-    let scores = scores.filter(|s| !s.is_empty()).ok_or_else(|| malformed(format!("{} has no scores output", ens.op_type)))?;
-    let mut queue: VecDeque<&str> = VecDeque::from([scores.as_str()]);
-    while let Some(value) = queue.pop_front() {
-        for &c in consumers.get(value).map(Vec::as_slice).unwrap_or_default() {
-            let n = nodes.get(c).ok_or_else(|| malformed("consumer vanished"))?;
-            let pass = (n.op_type == "ZipMap" && n.domain == ML)
-                || (n.op_type == "Identity" && is_default_domain(n))
-                || matches!(cast_to(n), Some(t) if t == i64::from(attrs::T_FLOAT) || t == i64::from(attrs::T_DOUBLE));
-            if !pass {
-                return Err(unsupported(format!(
-                    "{} after the tree ensemble (it would change the scores; only ZipMap, Cast to float and Identity may follow)",
-                    op_label(n)
-                )));
-            }
-            if on_path.insert(c) {
-                queue.extend(n.output.iter().map(String::as_str));
-            }
-        }
-    }
-    // Downstream of the label: anything (it does not touch the scores).
-    let mut queue: VecDeque<&str> = label.map(String::as_str).into_iter().collect();
-    while let Some(value) = queue.pop_front() {
-        for &c in consumers.get(value).map(Vec::as_slice).unwrap_or_default() {
-            if on_path.insert(c) {
-                queue.extend(nodes.get(c).map(|n| n.output.iter().map(String::as_str)).into_iter().flatten());
-            }
-        }
-    }
-    // Other ML operators would mean the graph is more than this ensemble.
-    if let Some(n) = nodes.iter().enumerate().find(|(i, n)| !on_path.contains(i) && n.domain == ML).map(|(_, n)| n) {
-        return Err(unsupported(format!("{} beside the tree ensemble (only a single ensemble is compiled)", op_label(n))));
-    }
-    Ok(input)
-}
-
-/// Number of features from the input's declared shape `[N, F]`, if known.
-fn input_width(input: &pb::ValueInfoProto) -> Result<Option<usize>, ReadError> {
-    use pb::tensor_shape_proto::dimension::Value;
-    use pb::type_proto::Value as Type;
-    let Some(Type::TensorType(t)) = input.r#type.as_ref().and_then(|t| t.value.as_ref()) else {
-        return Ok(None);
-    };
-    // FLOAT, INT32, INT64, DOUBLE: ONNX Runtime compares them as the thresholds' type.
-    if ![1, 6, 7, 11].contains(&t.elem_type) {
-        return Err(unsupported(format!("input {:?} of tensor element type #{}", input.name, t.elem_type)));
-    }
-    let Some(shape) = &t.shape else { return Ok(None) };
-    match &shape.dim[..] {
-        [_, width] => Ok(match width.value {
-            Some(Value::DimValue(f)) => usize::try_from(f).ok(),
-            _ => None,
-        }),
-        [_] | [] => Ok(None),
-        dims => Err(unsupported(format!("input {:?} of rank {}", input.name, dims.len()))),
-    }
 }

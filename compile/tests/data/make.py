@@ -2,13 +2,15 @@
 """Regenerates the LightGBM / CatBoost test models used by compile/src/readers/{lightgbm,catboost}.rs.
 
 Run from the workspace root:  .venv/bin/python compile/tests/data/make.py
-(lightgbm 4.7.0, catboost 1.2.10). Deterministic for a given library version.
+(lightgbm 4.7.0, catboost 1.2.10). Deterministic for a given library version, apart from
+CatBoost's model_guid / train_finish_time fields.
 
 For each model NAME it writes, under lightgbm/ or catboost/:
   NAME.txt / NAME.json    the model file
   NAME.rows.csv           feature rows (float32 values, shortest round-trip repr; `nan`), no header
   NAME.expected.csv       per row: the library's raw margins (one per output) then its reported
-                          predictions (probabilities / transformed values; binary: positive class)
+                          predictions (probabilities / transformed values; binary: positive class).
+                          LightGBM's raw score of an average_output (rf) model is the plain sum.
 Models the readers must refuse get only the model file (NAME.refuse.txt / NAME.refuse.json).
 """
 import json
@@ -312,7 +314,37 @@ def make_catboost():
     m.fit(X, rng.poisson(np.exp(0.4 * X[:, 0])))
     cb_save("poisson", m, X, rng, pred_fn=lambda m, r: m.predict(r))
 
-    # Models to refuse: CTR features, one-hot categorical splits, non-symmetric trees.
+    # One-hot categorical splits on integer codes (CatBoost hashes the decimal string). Rows carry
+    # the code as a float: codes with trunc(x) < 0, NaN, or unseen codes are not in any set; the
+    # library is asked about the category string our convention maps the value to ("-1" = unseen).
+    n = 3000
+    codes = np.array([0, 1, 2, 3, 5, 8, 9, 10, 11, 17, 25, 38, 99, 123, 1000, 4096, 65535, 1000000])
+    c = rng.choice(codes, size=n)
+    Xo = np.zeros((n, 3), dtype=F32)
+    Xo[:, 0] = rng.normal(size=n)
+    Xo[:, 1] = c
+    Xo[:, 2] = rng.normal(size=n)
+    yo = (np.isin(c, codes[::3]) ^ (Xo[:, 0] > 0.8) | (c == 99)).astype(int)
+
+    def frame(X):
+        cats = np.where(np.isnan(X[:, 1]) | (X[:, 1] <= -1), -1, np.trunc(np.nan_to_num(X[:, 1], nan=-1)))
+        cats = np.where(np.abs(cats) > 2 ** 31, -1, cats)
+        return pd.DataFrame({"x": X[:, 0], "code": cats.astype(np.int64).astype(str), "z": X[:, 2]})
+
+    m = cb.CatBoostClassifier(iterations=12, depth=3, one_hot_max_size=64, **common)
+    m.fit(frame(Xo), yo, cat_features=["code"])
+    path = os.path.join(CB_DIR, "onehot.json")
+    m.save_model(path, format="json")
+    extra = np.array([[0.3, v, 0.1] for v in [np.nan, -1, -0.5, -0.999, -7, 2.7, 99.9, 4, 6, 40, 100, 1001, 4095,
+                                               65536, 999999, 1000000, 1000000.5, 3e9, 1e10, -1e10]], dtype=F32)
+    rows = np.concatenate([Xo[:150], extra]).astype(F32)
+    loaded = cb.CatBoostClassifier()
+    loaded.load_model(path, format="json")
+    write_rows(os.path.join(CB_DIR, "onehot.rows.csv"), rows)
+    write_expected(os.path.join(CB_DIR, "onehot.expected.csv"),
+                   loaded.predict(frame(rows), prediction_type="RawFormulaVal"), loaded.predict_proba(frame(rows))[:, 1])
+
+    # Models to refuse: CTR features, one-hot splits on non-code strings, non-symmetric trees.
     n = 1000
     c = rng.integers(0, 30, size=n)
     df = pd.DataFrame({"a": rng.normal(size=n).astype(F32), "c": c.astype(str)})
@@ -320,10 +352,11 @@ def make_catboost():
     m = cb.CatBoostClassifier(iterations=3, depth=2, **common)
     m.fit(df, yc, cat_features=["c"])
     m.save_model(os.path.join(CB_DIR, "ctr.refuse.json"), format="json")
-    df["c"] = (c % 4).astype(str)
+    # One-hot categorical splits on string categories that are not integer codes.
+    df["c"] = np.array(["red", "green", "blue", "grey"])[c % 4]
     m = cb.CatBoostClassifier(iterations=3, depth=2, one_hot_max_size=10, **common)
     m.fit(df, ((c % 4 == 1) | (df.a > 1)).astype(int), cat_features=["c"])
-    m.save_model(os.path.join(CB_DIR, "onehot.refuse.json"), format="json")
+    m.save_model(os.path.join(CB_DIR, "onehot_strings.refuse.json"), format="json")
     m = cb.CatBoostRegressor(iterations=2, depth=2, grow_policy="Depthwise", **common)
     m.fit(X, y)
     m.save_model(os.path.join(CB_DIR, "depthwise.refuse.json"), format="json")

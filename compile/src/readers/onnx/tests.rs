@@ -158,7 +158,8 @@ fn xgboost_binary_matches_ort() {
 
 #[test]
 fn every_mode_and_missing_rule_matches_ort() {
-    // Double thresholds and weights (`*_as_tensor`), AVERAGE with a base value, roots listed last.
+    // Double thresholds and weights (`*_as_tensor`), AVERAGE with a base value, root id 2 with
+    // its false leaf listed before its true leaf.
     let ir = fixture("modes_regressor");
     assert_eq!(ir.name, "handmade_modes");
     assert_eq!(ir.version, "3");
@@ -434,6 +435,17 @@ fn refused_constructs_name_themselves() {
     set(&mut shared, ints("nodes_truenodeids", &[1, 2, 0, 1, 0, 0]));
     set(&mut shared, ints("nodes_falsenodeids", &[2, 2, 0, 2, 0, 0]));
     assert!(msg(shared.clone()).contains("tree 0: node 2 is reached twice"), "{}", msg(shared));
+    // ORT starts at the first listed node: a root listed after its leaves is refused.
+    let mut late = reg_attrs(&R, 2);
+    set(&mut late, ints("nodes_nodeids", &[1, 0, 2, 0, 1, 2]));
+    set(&mut late, strings("nodes_modes", &["LEAF", "BRANCH_LEQ", "LEAF", "BRANCH_LEQ", "LEAF", "LEAF"]));
+    set(&mut late, ints("nodes_truenodeids", &[0, 1, 0, 1, 0, 0]));
+    set(&mut late, ints("nodes_falsenodeids", &[0, 2, 0, 2, 0, 0]));
+    assert!(msg(late.clone()).contains("tree 0: its root (node 0) is not its first node (node 1)"), "{}", msg(late));
+    let mut split = reg_attrs(&R, 2);
+    set(&mut split, ints("nodes_treeids", &[0, 0, 1, 1, 0, 1]));
+    set(&mut split, ints("nodes_nodeids", &[0, 1, 0, 1, 2, 2]));
+    assert!(msg(split.clone()).contains("the nodes of tree 0 are not listed together"), "{}", msg(split));
     // Two parentless nodes.
     let mut two = reg_attrs(&R[2..], 2);
     set(&mut two, ints("nodes_truenodeids", &[1, 0, 0, 1, 0, 0]));
@@ -478,18 +490,18 @@ fn graph_shapes() {
 }
 
 #[test]
-fn reindexes_from_the_parentless_node_and_keeps_attribute_types() {
-    // One tree listed leaves first, with ids that are not positions; double thresholds as a raw tensor.
-    let raw: Vec<u8> = [0.0f64, 7.0, 0.0].iter().flat_map(|v| v.to_le_bytes()).collect();
+fn reindexes_in_preorder_and_keeps_attribute_types() {
+    // Ids that are not positions, the false leaf listed first; double thresholds as a raw tensor.
+    let raw: Vec<u8> = [7.0f64, 0.0, 0.0].iter().flat_map(|v| v.to_le_bytes()).collect();
     let t = pb::TensorProto { dims: vec![3], data_type: 11, raw_data: raw, ..Default::default() };
     let a = vec![
         ints("nodes_treeids", &[4, 4, 4]),
-        ints("nodes_nodeids", &[20, 10, 30]),
-        ints("nodes_featureids", &[0, 1, 0]),
-        strings("nodes_modes", &["LEAF", "BRANCH_NEQ", "LEAF"]),
+        ints("nodes_nodeids", &[10, 20, 30]),
+        ints("nodes_featureids", &[1, 0, 0]),
+        strings("nodes_modes", &["BRANCH_NEQ", "LEAF", "LEAF"]),
         pb::AttributeProto { t: Some(t), ..attr("nodes_values_as_tensor", 4) },
-        ints("nodes_truenodeids", &[0, 30, 0]),
-        ints("nodes_falsenodeids", &[0, 20, 0]),
+        ints("nodes_truenodeids", &[30, 0, 0]),
+        ints("nodes_falsenodeids", &[20, 0, 0]),
         ints("target_treeids", &[4, 4]),
         ints("target_nodeids", &[30, 20]),
         ints("target_ids", &[0, 0]),

@@ -97,15 +97,26 @@ impl Skeleton {
 
 /// Groups, validates and re-indexes the trees. `n_features`, when known from the input shape,
 /// bounds the feature ids. Trees come out in the order of their first node in the attributes.
+///
+/// The root is the node no branch points to, and it must also be the tree's first node in the
+/// attributes, with the tree's nodes listed together: ONNX Runtime 1.31 takes the first node of
+/// each run of equal tree ids as the root, whatever the links say (node ids themselves may be in
+/// any order).
 pub(super) fn build(table: &NodeTable, weights: &WeightTable, n_features: Option<usize>) -> Result<Vec<Skeleton>, ReadError> {
     // (tree id, node id) → row in the table; trees in order of first appearance.
     let mut index: HashMap<(i64, i64), usize> = HashMap::with_capacity(table.tree_ids.len());
     let mut trees: Vec<(i64, Vec<usize>)> = Vec::new();
     let mut tree_pos: HashMap<i64, usize> = HashMap::new();
+    let mut previous: Option<i64> = None;
     for (row, (&t, &n)) in table.tree_ids.iter().zip(table.node_ids).enumerate() {
         if index.insert((t, n), row).is_some() {
             return Err(malformed(format!("tree {t}: node id {n} appears twice")));
         }
+        // ONNX Runtime starts a new tree whenever the tree id changes.
+        if previous != Some(t) && tree_pos.contains_key(&t) {
+            return Err(malformed(format!("the nodes of tree {t} are not listed together")));
+        }
+        previous = Some(t);
         let pos = *tree_pos.entry(t).or_insert_with(|| {
             trees.push((t, Vec::new()));
             trees.len() - 1
@@ -176,6 +187,15 @@ fn walk(
             return Err(malformed(format!("tree {t} has several roots (nodes {ids:?} are nobody's child)")));
         }
     };
+
+    // ONNX Runtime starts each tree at its first listed node, whatever the links say.
+    if rows_of_tree.first() != Some(&root) {
+        let first = rows_of_tree.first().and_then(|&r| table.node_ids.get(r)).copied().unwrap_or_default();
+        let root = table.node_ids.get(root).copied().unwrap_or_default();
+        return Err(malformed(format!(
+            "tree {t}: its root (node {root}) is not its first node (node {first}), where ONNX Runtime would start"
+        )));
+    }
 
     // Pre-order: ONNX row → IR index.
     let mut order: Vec<usize> = Vec::with_capacity(rows_of_tree.len());

@@ -145,9 +145,10 @@ def handmade_modes():
     t = 0
     for m, mode in enumerate(modes):
         for track in (0, 1):
-            # Node ids listed leaves first: the root (id 5) is not the first node.
+            # The root first (ONNX Runtime starts there), but ids are not positions: root 2,
+            # false leaf 1, true leaf 0.
             f = t % 3
-            for nid, nmode, tv, fv, val in [(7, "LEAF", 0, 0, 0.0), (6, "LEAF", 0, 0, 0.0), (5, mode, 6, 7, 0.5)]:
+            for nid, nmode, tv, fv, val in [(2, mode, 0, 1, 0.5), (1, "LEAF", 0, 0, 0.0), (0, "LEAF", 0, 0, 0.0)]:
                 a["nodes_treeids"].append(t)
                 a["nodes_nodeids"].append(nid)
                 a["nodes_featureids"].append(f if nmode != "LEAF" else 0)
@@ -156,7 +157,7 @@ def handmade_modes():
                 a["nodes_falsenodeids"].append(fv)
                 a["nodes_missing_value_tracks_true"].append(track if nmode != "LEAF" else 0)
                 values.append(val)
-            for nid, w in [(6, 2.0 ** t), (7, -(2.0 ** t) / 3)]:
+            for nid, w in [(0, 2.0 ** t), (1, -(2.0 ** t) / 3)]:
                 a["target_treeids"].append(t)
                 a["target_nodeids"].append(nid)
                 weights.append(w)
