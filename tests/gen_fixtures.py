@@ -37,7 +37,6 @@ Re-running regenerates every file byte-identically.
 
 from __future__ import annotations
 
-import gzip  # noqa: F401  (kept for symmetry with the live tests)
 import json
 import os
 import re
