@@ -44,10 +44,10 @@ pub fn report(e: &TreeEnsemble) -> Report {
     let mut splits = vec![0usize; e.n_features()];
     let mut leaves = 0;
     for n in nodes {
-        if n.feature_flags & node::LEAF != 0 {
+        if n.flags & node::LEAF != 0 {
             leaves += 1;
         } else {
-            splits[(n.feature_flags & node::FEATURE_MASK) as usize] += 1;
+            splits[n.feature as usize] += 1;
         }
     }
     let mut depth_histogram = vec![0usize; e.meta().max_depth as usize + 1];

@@ -3,8 +3,8 @@
 //! Trees are walked in groups of [`LANES`] in lockstep: each step advances every tree of the
 //! group by one level, branch-free (the child index is `left + went_no`), so the CPU overlaps
 //! the node loads of independent trees instead of waiting on one dependent chain and
-//! mispredicting its branches. A tree that reaches its leaf early stays there: a leaf's `left`
-//! is its own index and its step adds nothing.
+//! mispredicting its branches. A tree that reaches its leaf early stays there (see
+//! `layout::Node`).
 
 use crate::artifact::layout::{node, CatSplit, FeatureSpec, Meta, Node, TreeSpec, ZERO_THRESHOLD};
 use crate::artifact::layout::{aggregate, flags, link, STRINGS_FIXED};
@@ -128,8 +128,16 @@ impl<'a> TreeEnsemble<'a> {
         if out_len < n_out {
             return Err(ScoreError::Outputs { got: out_len, need: n_out });
         }
-        let mut acc = [0f64; crate::MAX_OUTPUTS];
-        let acc = &mut acc[..n_out];
+        // Small models keep their accumulators in a few registers' worth of stack; zeroing the
+        // full MAX_OUTPUTS array on every call would cost more than a shallow tree.
+        let mut small = [0f64; 4];
+        let mut large;
+        let acc = if n_out <= small.len() {
+            &mut small[..n_out]
+        } else {
+            large = [0f64; crate::MAX_OUTPUTS];
+            &mut large[..n_out]
+        };
         self.accumulate(features, acc);
         let divisor = if self.meta.aggregate == aggregate::AVERAGE { self.meta.aggregate_divisor } else { 1.0 };
         for (a, b) in acc.iter_mut().zip(self.base) {
@@ -148,15 +156,21 @@ impl<'a> TreeEnsemble<'a> {
     /// Adds every tree's leaf value to `acc[tree.output]`.
     #[inline]
     fn accumulate(&self, x: &[f32], acc: &mut [f64]) {
-        match self.flags {
-            0 => self.walk::<false, false>(x, acc),
-            flags::HAS_CATEGORICAL => self.walk::<true, false>(x, acc),
-            flags::HAS_RARE_TESTS => self.walk::<false, true>(x, acc),
-            _ => self.walk::<true, true>(x, acc),
+        // Most rows have no missing value: check once per row, not once per node.
+        let nan = x[..self.n_features()].iter().any(|v| v.is_nan());
+        match (self.flags, nan) {
+            (0, false) => self.walk::<false, false, false>(x, acc),
+            (0, true) => self.walk::<false, false, true>(x, acc),
+            (flags::HAS_CATEGORICAL, false) => self.walk::<true, false, false>(x, acc),
+            (flags::HAS_CATEGORICAL, true) => self.walk::<true, false, true>(x, acc),
+            (flags::HAS_RARE_TESTS, false) => self.walk::<false, true, false>(x, acc),
+            (flags::HAS_RARE_TESTS, true) => self.walk::<false, true, true>(x, acc),
+            (_, false) => self.walk::<true, true, false>(x, acc),
+            (_, true) => self.walk::<true, true, true>(x, acc),
         }
     }
 
-    fn walk<const CAT: bool, const RARE: bool>(&self, x: &[f32], acc: &mut [f64]) {
+    fn walk<const CAT: bool, const RARE: bool, const NAN: bool>(&self, x: &[f32], acc: &mut [f64]) {
         let mut groups = self.trees.chunks_exact(LANES);
         for group in &mut groups {
             let mut at = [0u32; LANES];
@@ -167,7 +181,7 @@ impl<'a> TreeEnsemble<'a> {
             }
             for _ in 0..steps {
                 for a in at.iter_mut() {
-                    *a = self.step::<CAT, RARE>(*a, x);
+                    *a = self.step::<CAT, RARE, NAN>(*a, x);
                 }
             }
             for k in 0..LANES {
@@ -177,7 +191,7 @@ impl<'a> TreeEnsemble<'a> {
         for tree in groups.remainder() {
             let mut at = tree.root;
             for _ in 0..tree.depth {
-                at = self.step::<CAT, RARE>(at, x);
+                at = self.step::<CAT, RARE, NAN>(at, x);
             }
             acc[tree.output as usize] += self.leaf_value(at);
         }
@@ -187,32 +201,35 @@ impl<'a> TreeEnsemble<'a> {
     fn leaf_value(&self, at: u32) -> f64 {
         // SAFETY: validation guarantees that after `depth` steps from a root the index is a leaf
         // of that tree, and that every leaf's payload indexes LEAVES.
-        unsafe { *self.leaves.get_unchecked(self.nodes.get_unchecked(at as usize).payload as usize) }
+        unsafe {
+            let payload = self.nodes.get_unchecked(at as usize).payload;
+            *self.leaves.get_unchecked((payload & node::LEAF_INDEX_MASK) as usize)
+        }
     }
 
+    /// One level down. Leaves need no test here: their threshold is NaN, so `v < t` is false
+    /// and `left + 1` is the leaf itself (see `layout::Node`).
     #[inline(always)]
-    fn step<const CAT: bool, const RARE: bool>(&self, at: u32, x: &[f32]) -> u32 {
+    fn step<const CAT: bool, const RARE: bool, const NAN: bool>(&self, at: u32, x: &[f32]) -> u32 {
         // SAFETY: `at` is a node index of a validated tree (roots and children are checked to
         // lie inside their tree); the feature index is < n_features <= x.len() (checked in
         // `with_outputs`).
         let n = unsafe { *self.nodes.get_unchecked(at as usize) };
-        let ff = n.feature_flags;
-        let v = unsafe { *x.get_unchecked((ff & node::FEATURE_MASK) as usize) };
-        let op = ff & node::OP_MASK;
+        let v = unsafe { *x.get_unchecked(n.feature as usize) };
+        let op = n.flags & node::OP_MASK;
         let yes = if (CAT || RARE) && op != node::OP_LT {
-            self.rare_test(op, n.payload, v, ff & node::MISSING_YES != 0)
+            self.rare_test(op, n.payload, v, n.flags & node::MISSING_YES != 0)
         } else {
             v < f32::from_bits(n.payload)
         };
-        let yes = if v.is_nan() { ff & node::MISSING_YES != 0 } else { yes };
-        // Leaves (top bit set) never move.
-        let internal = (!ff) >> 31;
-        n.left + ((!yes) as u32 & internal)
+        // A leaf's MISSING_YES is clear, so a NaN feature keeps it in place too.
+        let yes = if NAN && v.is_nan() { n.flags & node::MISSING_YES != 0 } else { yes };
+        n.left.wrapping_add((!yes) as u32)
     }
 
     #[cold]
     #[inline(never)]
-    fn rare_test(&self, op: u32, payload: u32, v: f32, missing_yes: bool) -> bool {
+    fn rare_test(&self, op: u16, payload: u32, v: f32, missing_yes: bool) -> bool {
         match op {
             node::OP_IN_SET => {
                 // SAFETY: IN_SET payloads index CAT_SPLITS and each bitset lies in CAT_WORDS.

@@ -130,7 +130,7 @@ fn padded_file() {
 
 #[test]
 fn feature_index_out_of_range() {
-    let b = with_node(0, |n| n.feature_flags = (n.feature_flags & !node::FEATURE_MASK) | 3);
+    let b = with_node(0, |n| n.feature = 3);
     assert_eq!(refuse(&b), ArtifactError::Node { tree: 0, node: 0, reason: "feature index out of range" });
 }
 
@@ -157,13 +157,13 @@ fn nan_threshold() {
 #[test]
 fn leaf_count_mismatch() {
     // Tree 0's first leaf is node 3; point it at the second leaf's value.
-    let b = with_node(3, |n| n.payload = 1);
+    let b = with_node(3, |n| n.payload = node::LEAF_NAN | 1);
     assert_eq!(refuse(&b), ArtifactError::Node { tree: 0, node: 3, reason: "leaf index out of sequence (leaf count mismatch)" });
 }
 
 #[test]
 fn leaf_that_moves() {
-    let b = with_node(3, |n| n.left = 4);
+    let b = with_node(3, |n| n.left = 3);
     assert_eq!(refuse(&b), ArtifactError::Node { tree: 0, node: 3, reason: "leaf does not point to itself" });
 }
 

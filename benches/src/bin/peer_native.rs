@@ -21,7 +21,9 @@ fn main() -> anyhow::Result<()> {
     let start = Instant::now();
     let mut calls = 0u64;
     let mut sink = 0f32;
-    while start.elapsed() < budget {
+    // EDGESCORE_PASSES=N runs exactly N passes instead, for instruction counts under callgrind.
+    let passes: Option<u64> = std::env::var("EDGESCORE_PASSES").ok().and_then(|p| p.parse().ok());
+    while passes.map_or(start.elapsed() < budget, |p| calls < p * rows.len() as u64) {
         for row in &rows {
             e.score(black_box(row), &mut out)?;
             sink += out[0];

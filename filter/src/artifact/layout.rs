@@ -12,8 +12,10 @@ pub const MAGIC: [u8; 8] = *b"ESMODEL\0";
 pub const FORMAT_VERSION: u32 = 1;
 /// Every section starts at a multiple of this many bytes.
 pub const SECTION_ALIGN: usize = 16;
-/// At most this many features (the node's feature field has 24 bits).
-pub const MAX_FEATURES: u32 = 1 << 24;
+/// At most this many features (the node's feature field has 16 bits).
+pub const MAX_FEATURES: u32 = 1 << 16;
+/// At most this many leaves (a leaf's index lives in the payload of a quiet NaN).
+pub const MAX_LEAVES: u32 = 1 << 22;
 /// Deepest tree the evaluator accepts (LightGBM's and XGBoost's practical limits are far below).
 pub const MAX_DEPTH: u32 = 256;
 
@@ -161,37 +163,43 @@ pub struct TreeSpec {
 ///
 /// Internal node: the test sends the row to `left` (the "yes" child) or `left + 1` (the "no"
 /// child); every comparison has been normalised by the writer to `x < threshold`.
-/// Leaf: `left` is its own index (so a lane that reached a leaf stays there while the other
-/// trees of its group keep walking) and `payload` is the index of its value in LEAVES.
+///
+/// Leaf: `payload` is a quiet NaN whose low 22 bits index LEAVES, and `left` is its own index
+/// minus one (wrapping). Every comparison with NaN is false, so the evaluator's ordinary step
+/// `left + !(x < payload)` lands on the leaf itself: a tree that reached its leaf stays there
+/// while the other trees of its group keep walking, with no leaf test in the loop.
 #[derive(Clone, Copy, Debug, Pod, Zeroable, PartialEq)]
 #[repr(C)]
 pub struct Node {
-    /// Internal: f32 threshold bits, or for `IN_SET` the index into CAT_SPLITS. Leaf: leaf index.
+    /// Internal: f32 threshold bits, or for `IN_SET` the index into CAT_SPLITS. Leaf: see above.
     pub payload: u32,
-    /// Low 24 bits: feature index; high 8 bits: [`node`] flags.
-    pub feature_flags: u32,
+    pub feature: u16,
+    /// [`node`] flags.
+    pub flags: u16,
     pub left: u32,
 }
 
 pub mod node {
-    pub const FEATURE_MASK: u32 = (1 << 24) - 1;
-    pub const LEAF: u32 = 1 << 31;
+    pub const LEAF: u16 = 1 << 15;
     /// NaN goes to the yes child (`left`); otherwise to the no child (`left + 1`).
-    pub const MISSING_YES: u32 = 1 << 30;
-    pub const OP_SHIFT: u32 = 27;
-    pub const OP_MASK: u32 = 0b111 << OP_SHIFT;
+    pub const MISSING_YES: u16 = 1 << 14;
+    pub const OP_SHIFT: u16 = 11;
+    pub const OP_MASK: u16 = 0b111 << OP_SHIFT;
     /// `x < threshold`.
-    pub const OP_LT: u32 = 0;
+    pub const OP_LT: u16 = 0;
     /// `trunc(x)` in the CAT_SPLITS set `payload`.
-    pub const OP_IN_SET: u32 = 1 << OP_SHIFT;
+    pub const OP_IN_SET: u16 = 1 << OP_SHIFT;
     /// `x == threshold`.
-    pub const OP_EQ: u32 = 2 << OP_SHIFT;
+    pub const OP_EQ: u16 = 2 << OP_SHIFT;
     /// `x != threshold`.
-    pub const OP_NE: u32 = 3 << OP_SHIFT;
+    pub const OP_NE: u16 = 3 << OP_SHIFT;
     /// `x < threshold`, but `|x| <= 1e-35` is missing (LightGBM `missing_type = Zero`).
-    pub const OP_LT_ZERO_MISSING: u32 = 4 << OP_SHIFT;
-    /// Bits 24..27 are reserved and must be zero.
-    pub const RESERVED: u32 = 0b111 << 24;
+    pub const OP_LT_ZERO_MISSING: u16 = 4 << OP_SHIFT;
+    /// Bits 0..11 are reserved and must be zero.
+    pub const RESERVED: u16 = (1 << OP_SHIFT) - 1;
+    /// A leaf's payload: a quiet NaN carrying the leaf index in its low 22 bits.
+    pub const LEAF_NAN: u32 = 0x7fc0_0000;
+    pub const LEAF_INDEX_MASK: u32 = (1 << 22) - 1;
 }
 
 /// LightGBM's `kZeroThreshold`.

@@ -236,6 +236,9 @@ fn check_meta(m: &Meta) -> Result<(), E> {
     if m.n_nodes > u32::MAX / 2 {
         return Err(E::Meta("too many nodes"));
     }
+    if m.n_leaves > MAX_LEAVES {
+        return Err(E::Meta("too many leaves"));
+    }
     Ok(())
 }
 
@@ -306,24 +309,27 @@ fn check_trees(meta: &Meta, trees: &[TreeSpec], nodes: &[Node]) -> Result<u32, E
             if local > 0 && parents[local] != 1 {
                 return Err(node_err("not reachable from the root"));
             }
-            if nd.feature_flags & node::LEAF != 0 {
-                if nd.left as usize != i {
+            if nd.flags & node::LEAF != 0 {
+                if nd.left != (i as u32).wrapping_sub(1) {
                     return Err(node_err("leaf does not point to itself"));
                 }
-                if nd.feature_flags != node::LEAF {
+                if nd.flags != node::LEAF || nd.feature != 0 {
                     return Err(node_err("leaf carries feature or flag bits"));
                 }
-                if nd.payload as u64 != next_leaf {
+                if nd.payload & !node::LEAF_INDEX_MASK != node::LEAF_NAN {
+                    return Err(node_err("leaf payload is not a leaf NaN"));
+                }
+                if (nd.payload & node::LEAF_INDEX_MASK) as u64 != next_leaf {
                     return Err(node_err("leaf index out of sequence (leaf count mismatch)"));
                 }
                 next_leaf += 1;
                 tree_depth = tree_depth.max(depth[local]);
                 continue;
             }
-            if nd.feature_flags & node::RESERVED != 0 {
+            if nd.flags & node::RESERVED != 0 {
                 return Err(node_err("reserved flag bits set"));
             }
-            if nd.feature_flags & node::FEATURE_MASK >= meta.n_features {
+            if nd.feature as u32 >= meta.n_features {
                 return Err(node_err("feature index out of range"));
             }
             let left = nd.left as u64;
@@ -333,7 +339,7 @@ fn check_trees(meta: &Meta, trees: &[TreeSpec], nodes: &[Node]) -> Result<u32, E
             if left + 1 >= spec.end as u64 {
                 return Err(node_err("child index out of range"));
             }
-            match nd.feature_flags & node::OP_MASK {
+            match nd.flags & node::OP_MASK {
                 node::OP_LT => {}
                 node::OP_IN_SET => {
                     used |= flags::HAS_CATEGORICAL;
@@ -344,7 +350,7 @@ fn check_trees(meta: &Meta, trees: &[TreeSpec], nodes: &[Node]) -> Result<u32, E
                 node::OP_EQ | node::OP_NE | node::OP_LT_ZERO_MISSING => used |= flags::HAS_RARE_TESTS,
                 _ => return Err(node_err("unknown test")),
             }
-            if nd.feature_flags & node::OP_MASK != node::OP_IN_SET && f32::from_bits(nd.payload).is_nan() {
+            if nd.flags & node::OP_MASK != node::OP_IN_SET && f32::from_bits(nd.payload).is_nan() {
                 return Err(node_err("NaN threshold"));
             }
             let l = left as usize - spec.root as usize;

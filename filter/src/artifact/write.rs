@@ -30,7 +30,7 @@ fn f32_above(v: f64) -> Option<f32> {
 
 /// A normalised test: `op` with f32 threshold, and whether the IR's yes-child goes second.
 struct Normalised {
-    op: u32,
+    op: u16,
     payload: u32,
     swap: bool,
 }
@@ -101,7 +101,7 @@ fn lay_out_tree(t: usize, tree: &crate::ir::Tree, s: &mut Sections) -> Result<u3
     let base = s.nodes.len() as u64;
     // Queue of (IR index, output index, depth); output slots are reserved before they are filled.
     let mut queue = VecDeque::from([(0usize, 0u64, 0u32)]);
-    s.nodes.push(Node { payload: 0, feature_flags: 0, left: 0 });
+    s.nodes.push(Node::default_zeroed());
     seen[0] = true;
     let mut depth = 0;
     while let Some((ir, slot, d)) = queue.pop_front() {
@@ -116,7 +116,8 @@ fn lay_out_tree(t: usize, tree: &crate::ir::Tree, s: &mut Sections) -> Result<u3
                     return Err(err(format!("node {ir}: leaf value {value} is not finite")));
                 }
                 s.leaves.push(value);
-                Node { payload: (s.leaves.len() - 1) as u32, feature_flags: node::LEAF, left: index as u32 }
+                // Leaf indices are re-based when trees are merged; MAX_LEAVES is checked there.
+                Node { payload: (s.leaves.len() - 1) as u32, feature: 0, flags: node::LEAF, left: index as u32 }
             }
             IrNode::Split { feature, ref test, missing_yes, yes, no } => {
                 for child in [yes, no] {
@@ -157,7 +158,7 @@ fn lay_out_tree(t: usize, tree: &crate::ir::Tree, s: &mut Sections) -> Result<u3
                 queue.push_back((first as usize, left_slot, d + 1));
                 queue.push_back((second as usize, left_slot + 1, d + 1));
                 let missing = if missing_first { node::MISSING_YES } else { 0 };
-                Node { payload: norm.payload, feature_flags: feature | norm.op | missing, left: (base + left_slot) as u32 }
+                Node { payload: norm.payload, feature: feature as u16, flags: norm.op | missing, left: (base + left_slot) as u32 }
             }
         };
         s.nodes[index as usize] = out;
@@ -200,12 +201,16 @@ pub fn write(model: &ModelIr) -> Result<Vec<u8>, WriteError> {
         let (split_base, word_base) = (all.cat_splits.len() as u32, all.cat_words.len() as u32);
         for mut n in s.nodes {
             n.left += node_base;
-            if n.feature_flags & node::LEAF != 0 {
-                n.payload += leaf_base;
-            } else if n.feature_flags & node::OP_MASK == node::OP_IN_SET {
+            if n.flags & node::LEAF != 0 {
+                n.payload = node::LEAF_NAN | (n.payload + leaf_base);
+                n.left = n.left.wrapping_sub(1);
+            } else if n.flags & node::OP_MASK == node::OP_IN_SET {
                 n.payload += split_base;
             }
             all.nodes.push(n);
+        }
+        if all.leaves.len() + s.leaves.len() > MAX_LEAVES as usize {
+            return Err(WriteError::Model(format!("more than {MAX_LEAVES} leaves")));
         }
         all.cat_splits.extend(s.cat_splits.into_iter().map(|c| CatSplit { word_offset: c.word_offset + word_base, ..c }));
         all.cat_words.extend(s.cat_words);
