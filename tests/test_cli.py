@@ -1,0 +1,101 @@
+"""The CLI's error contract: bad input gives one clear line on stderr and exit 1 — never a
+panic, a backtrace or a partial artifact."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+BIN = Path(os.environ.get("EDGESCORE_BIN", REPO / "target" / "release" / "edgescore"))
+FIXTURE = REPO / "tests" / "models" / "xgb_binary"
+
+if not BIN.is_file():
+    pytest.skip(f"edgescore binary not found at {BIN}", allow_module_level=True)
+
+
+def run(*args: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, RUST_BACKTRACE="1")
+    return subprocess.run([str(BIN), *args], capture_output=True, text=True, env=env, timeout=60)
+
+
+def assert_clean_error(p: subprocess.CompletedProcess, needle: str) -> None:
+    assert p.returncode == 1, (p.returncode, p.stdout, p.stderr)
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1, p.stderr
+    assert lines[0].startswith("edgescore: error: "), lines[0]
+    assert needle in lines[0], lines[0]
+    assert "panicked" not in p.stderr and "backtrace" not in p.stderr.lower()
+
+
+def test_missing_model(tmp_path):
+    assert_clean_error(run("compile", str(tmp_path / "nope.json"), "-o", str(tmp_path / "x.esm")), "cannot read")
+
+
+def test_garbage_model(tmp_path):
+    bad = tmp_path / "bad.bin"
+    bad.write_bytes(os.urandom(4096))
+    out = tmp_path / "x.esm"
+    assert_clean_error(run("compile", str(bad), "-o", str(out)), "cannot tell the model format")
+    assert not out.exists()
+
+
+def test_truncated_json_model(tmp_path):
+    text = (FIXTURE / "model.json").read_text()
+    bad = tmp_path / "cut.json"
+    bad.write_text(text[: len(text) // 2])
+    assert_clean_error(run("compile", str(bad), "-o", str(tmp_path / "x.esm"), "--format", "xgboost"), "malformed XGBoost model")
+
+
+def test_wrong_format_flag(tmp_path):
+    assert_clean_error(
+        run("compile", str(FIXTURE / "model.json"), "-o", str(tmp_path / "x.esm"), "--format", "lightgbm"),
+        "lightgbm",
+    )
+
+
+def test_corrupted_artifact_is_refused(tmp_path):
+    esm = tmp_path / "m.esm"
+    assert run("compile", str(FIXTURE / "model.json"), "-o", str(esm)).returncode == 0
+    data = bytearray(esm.read_bytes())
+    data[len(data) // 2] ^= 0x10
+    esm.write_bytes(bytes(data))
+    assert_clean_error(run("inspect", str(esm)), "checksum mismatch")
+    assert_clean_error(run("score", str(esm), "--csv", str(FIXTURE / "rows.csv")), "checksum mismatch")
+
+
+def test_truncated_artifact_is_refused(tmp_path):
+    esm = tmp_path / "m.esm"
+    assert run("compile", str(FIXTURE / "model.json"), "-o", str(esm)).returncode == 0
+    esm.write_bytes(esm.read_bytes()[:100])
+    assert_clean_error(run("inspect", str(esm), "--json"), "truncated")
+
+
+def test_csv_missing_column_and_bad_cell(tmp_path):
+    esm = tmp_path / "m.esm"
+    assert run("compile", str(FIXTURE / "model.json"), "-o", str(esm)).returncode == 0
+    header, *rows = (FIXTURE / "rows.csv").read_text().splitlines()
+    cols = header.split(",")
+    missing = tmp_path / "missing.csv"
+    missing.write_text(",".join(cols[1:] + ["zzz"]) + "\n" + ",".join(["1"] * len(cols)) + "\n")
+    assert_clean_error(run("score", str(esm), "--csv", str(missing)), "no column for feature")
+    bad = tmp_path / "bad.csv"
+    bad.write_text(header + "\n" + ",".join(["abc"] + ["1"] * (len(cols) - 1)) + "\n")
+    assert_clean_error(run("score", str(esm), "--csv", str(bad)), "is not a number")
+
+
+def test_inspect_json_describes_the_model(tmp_path):
+    import json
+
+    esm = tmp_path / "m.esm"
+    p = run("compile", str(FIXTURE / "model.json"), "-o", str(esm), "--name", "bot", "--version", "2026-11-22")
+    assert p.returncode == 0 and p.stdout.count("\n") == 1, p.stdout
+    report = json.loads(run("inspect", str(esm), "--json").stdout)
+    assert report["name"] == "bot" and report["version"] == "2026-11-22"
+    assert report["source"] == "XGBoost" and report["trees"] > 0
+    assert sum(report["depth_histogram"]) == report["trees"]
+    assert report["size_bytes"] == esm.stat().st_size
+    assert report["leaves"] < report["nodes"]
