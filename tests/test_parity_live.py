@@ -398,6 +398,11 @@ def _lgb_check(tmp, bst, R, groups, cols, *, task, cat_cols=()):
     loaded = lgb.Booster(model_file=str(path))
     Rdf = pd.DataFrame(R, columns=list(cols))
     pred, raw = loaded.predict(Rdf), loaded.predict(Rdf, raw_score=True)
+    if any(ln.strip() == "average_output" for ln in path.read_text().splitlines()[:30]):
+        # LightGBM quirk (boosting=rf): predict() applies the link to the AVERAGE of the trees,
+        # but predict(raw_score=True) returns the un-averaged SUM.  The margin that predict()
+        # transforms is raw / n_iterations; that is what `--raw` is held to.
+        raw = raw / loaded.current_iteration()
     rows = write_rows(tmp, R, cols, cat_cols)
     art = compile_model(path, tmp / "model.esm")
     what = f"lightgbm {task} ({bst.params.get('objective')}, boosting {bst.params.get('boosting', 'gbdt')})"
