@@ -30,8 +30,26 @@ fn scoring_allocates_nothing() {
             checksum += out32[0] as f64 + out64[0];
         }
     }
+    let after_models = dhat::HeapStats::get();
+    dhat::assert_eq!(after_models.total_blocks - before.total_blocks, 0);
+    dhat::assert_eq!(after_models.total_bytes - before.total_bytes, 0);
+
+    // The multi-model path: one shared vector, every model gathers its own features.
+    let first = &prepared[0];
+    let names: Vec<String> = {
+        let e = first.1.ensemble();
+        (0..e.n_features()).rev().map(|i| e.feature_name(i).to_string()).collect()
+    };
+    let mut set = edgescore_filter::ModelSet::new(names);
+    set.push(first.1.as_bytes()).unwrap();
+    let shared: Vec<f32> = first.2[0].iter().rev().copied().collect();
+    let before_set = dhat::HeapStats::get();
+    for _ in 0..100 {
+        set.score(0, &shared, &mut out32).unwrap();
+        checksum += out32[0] as f64;
+    }
     let after = dhat::HeapStats::get();
-    dhat::assert_eq!(after.total_blocks - before.total_blocks, 0);
-    dhat::assert_eq!(after.total_bytes - before.total_bytes, 0);
+    dhat::assert_eq!(after.total_blocks - before_set.total_blocks, 0);
+    dhat::assert_eq!(after.total_bytes - before_set.total_bytes, 0);
     assert!(checksum.is_finite());
 }
