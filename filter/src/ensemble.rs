@@ -234,7 +234,7 @@ impl<'a> TreeEnsemble<'a> {
             node::OP_IN_SET => {
                 // SAFETY: IN_SET payloads index CAT_SPLITS and each bitset lies in CAT_WORDS.
                 let split = unsafe { self.cat_splits.get_unchecked(payload as usize) };
-                if !(v > split.invalid_at_or_below) {
+                if v <= split.invalid_at_or_below {
                     return false;
                 }
                 // Saturating cast: huge values land past every bitset, i.e. not in the set.

@@ -57,6 +57,6 @@ fn unknown_feature_is_refused_by_name() {
     let fx = fixtures("xgb_binary").pop().unwrap();
     let m = fx.compile().unwrap();
     let mut set = ModelSet::new(vec!["something_else".into()]);
-    let err = set.push(m.as_bytes()).err().expect("refused").to_string();
+    let err = set.push(m.as_bytes()).expect_err("refused").to_string();
     assert!(err.contains("is not in the shared feature vector"), "{err}");
 }

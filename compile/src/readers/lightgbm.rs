@@ -302,7 +302,7 @@ fn read_tree(
         }
     }
     let n_leaves = tree_int(t, block, "num_leaves")?.ok_or_else(|| tree_err(t, "missing `num_leaves`"))?;
-    if n_leaves < 1 || n_leaves > (1 << 24) {
+    if !(1..=(1 << 24)).contains(&n_leaves) {
         return Err(tree_err(t, format_args!("num_leaves = {n_leaves}")));
     }
     let n_leaves = n_leaves as usize;
@@ -327,7 +327,7 @@ fn read_tree(
     let (cat_boundaries, cat_threshold): (Vec<i64>, Vec<u32>) = if num_cat > 0 {
         let b: Vec<i64> = list(t, block, "cat_boundaries", num_cat + 1)?;
         let n_words = b[num_cat];
-        if n_words < 0 || n_words > (1 << 26) {
+        if !(0..=(1 << 26)).contains(&n_words) {
             return Err(tree_err(t, format_args!("cat_boundaries ends at {n_words}")));
         }
         let words: Vec<u32> = list(t, block, "cat_threshold", n_words as usize)?;

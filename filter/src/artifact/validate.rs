@@ -108,7 +108,7 @@ fn validate(bytes: &[u8]) -> Result<Parts, E> {
         if computed != header.checksum {
             return Err(E::ChecksumMismatch { stored: header.checksum, computed });
         }
-        if bytes.as_ptr() as usize % 8 != 0 {
+        if !(bytes.as_ptr() as usize).is_multiple_of(8) {
             return Err(E::Misaligned);
         }
         if header.flags & !flags::ALL != 0 {
@@ -192,7 +192,7 @@ fn section_table(bytes: &[u8], header: &Header) -> Result<[SectionEntry; 9], E> 
         if e.reserved != 0 {
             return Err(E::ReservedNotZero("section.reserved"));
         }
-        if e.offset % SECTION_ALIGN as u64 != 0 {
+        if !e.offset.is_multiple_of(SECTION_ALIGN as u64) {
             return Err(E::SectionTable("section offset not 16-byte aligned"));
         }
         if e.offset < previous_end {

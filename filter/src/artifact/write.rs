@@ -236,7 +236,7 @@ pub fn write(model: &ModelIr) -> Result<Vec<u8>, WriteError> {
         Aggregate::Sum => (aggregate::SUM, 1.0),
         Aggregate::Average { divisor } => (aggregate::AVERAGE, divisor),
     };
-    if !link_param.is_finite() || !(aggregate_divisor.is_finite() && aggregate_divisor > 0.0) {
+    if !(link_param.is_finite() && aggregate_divisor.is_finite() && aggregate_divisor > 0.0) {
         return Err(WriteError::Model("link scale or averaging divisor is not a positive finite number".into()));
     }
     let meta = Meta {
