@@ -230,3 +230,31 @@ fn random_garbage_never_panics() {
         }
     }
 }
+
+#[test]
+fn writer_refuses_a_split_on_an_undeclared_feature() {
+    // Found by the `ir_roundtrip` fuzz target: a reader bug must not produce an artifact that
+    // every loader then refuses.
+    let tree = Tree {
+        output: 0,
+        nodes: vec![
+            ir::Node::Split { feature: 1, test: Test::Gt(-7.0), missing_yes: false, yes: 1, no: 2 },
+            ir::Node::Leaf { value: 1.0 },
+            ir::Node::Leaf { value: 2.0 },
+        ],
+    };
+    let model = ModelIr {
+        name: "m".into(),
+        version: "0".into(),
+        source: SourceFormat::Onnx,
+        objective: "x".into(),
+        task: Task::Regression,
+        link: Link::Identity,
+        aggregate: Aggregate::Sum,
+        base_score: vec![0.0],
+        features: vec![FeatureDef { name: "only".into(), kind: FeatureKind::Numeric }],
+        trees: vec![tree],
+    };
+    let err = write(&model).expect_err("refused").to_string();
+    assert!(err.contains("splits on feature 1 of 1"), "{err}");
+}

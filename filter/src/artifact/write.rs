@@ -91,7 +91,7 @@ struct Sections {
 }
 
 /// Lays out one IR tree breadth-first; returns its depth.
-fn lay_out_tree(t: usize, tree: &crate::ir::Tree, s: &mut Sections) -> Result<u32, WriteError> {
+fn lay_out_tree(t: usize, tree: &crate::ir::Tree, n_features: usize, s: &mut Sections) -> Result<u32, WriteError> {
     let err = |reason: String| WriteError::Tree { tree: t, reason };
     let n = tree.nodes.len();
     if n == 0 {
@@ -129,8 +129,8 @@ fn lay_out_tree(t: usize, tree: &crate::ir::Tree, s: &mut Sections) -> Result<u3
                         return Err(err(format!("node {c} has two parents or is part of a cycle")));
                     }
                 }
-                if feature >= MAX_FEATURES {
-                    return Err(err(format!("node {ir}: feature index {feature} too large")));
+                if feature as usize >= n_features {
+                    return Err(err(format!("node {ir}: splits on feature {feature} of {n_features}")));
                 }
                 let cat_splits = &mut s.cat_splits;
                 let cat_words = &mut s.cat_words;
@@ -191,7 +191,7 @@ pub fn write(model: &ModelIr) -> Result<Vec<u8>, WriteError> {
             return Err(WriteError::Tree { tree: t, reason: format!("output {} of {n_outputs}", tree.output) });
         }
         let mut s = Sections { trees: vec![], nodes: vec![], leaves: vec![], cat_splits: vec![], cat_words: vec![], flags: 0 };
-        let depth = lay_out_tree(t, tree, &mut s)?;
+        let depth = lay_out_tree(t, tree, model.features.len(), &mut s)?;
         laid.push((depth, tree.output, s));
     }
     laid.sort_by_key(|(depth, _, _)| std::cmp::Reverse(*depth));
