@@ -9,7 +9,7 @@
 use crate::artifact::layout::{node, CatSplit, FeatureSpec, Meta, Node, TreeSpec, ZERO_THRESHOLD};
 use crate::artifact::layout::{aggregate, flags, link, STRINGS_FIXED};
 use crate::artifact::ScoreError;
-use crate::ir::{SourceFormat, Task};
+use crate::ir::{Link, SourceFormat, Task};
 
 /// Trees walked together; 8 measured best on x86_64 (see `benches/README.md`).
 pub const LANES: usize = 8;
@@ -145,7 +145,13 @@ impl<'a> TreeEnsemble<'a> {
             *a = if divisor == 1.0 { *a + b } else { *a / divisor + b };
         }
         if apply_link {
-            link_in_place(self.meta.link, self.meta.link_param, acc);
+            let link = match self.meta.link {
+                link::SIGMOID => Link::Sigmoid { scale: self.meta.link_param },
+                link::SOFTMAX => Link::Softmax,
+                link::EXP => Link::Exp,
+                _ => Link::Identity,
+            };
+            link.apply(acc);
         }
         for (i, v) in acc.iter().enumerate() {
             put(i, *v);
@@ -254,23 +260,5 @@ impl<'a> TreeEnsemble<'a> {
             }
             _ => false,
         }
-    }
-}
-
-/// Applies the link function to margins, in place.
-fn link_in_place(kind: u32, param: f64, m: &mut [f64]) {
-    match kind {
-        link::SIGMOID => m.iter_mut().for_each(|v| *v = 1.0 / (1.0 + (-param * *v).exp())),
-        link::SOFTMAX => {
-            let max = m.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-            let mut sum = 0.0;
-            for v in m.iter_mut() {
-                *v = (*v - max).exp();
-                sum += *v;
-            }
-            m.iter_mut().for_each(|v| *v /= sum);
-        }
-        link::EXP => m.iter_mut().for_each(|v| *v = v.exp()),
-        _ => {}
     }
 }

@@ -132,3 +132,94 @@ impl ModelIr {
         self.base_score.len()
     }
 }
+
+impl Link {
+    /// Margins → outputs, in place. The one definition of each link function: the evaluator
+    /// and every reference check call this.
+    pub fn apply(self, m: &mut [f64]) {
+        match self {
+            Link::Identity => {}
+            Link::Sigmoid { scale } => m.iter_mut().for_each(|v| *v = 1.0 / (1.0 + (-scale * *v).exp())),
+            Link::Softmax => {
+                let max = m.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                let mut sum = 0.0;
+                for v in m.iter_mut() {
+                    *v = (*v - max).exp();
+                    sum += *v;
+                }
+                m.iter_mut().for_each(|v| *v /= sum);
+            }
+            Link::Exp => m.iter_mut().for_each(|v| *v = v.exp()),
+        }
+    }
+}
+
+/// The IR's meaning, read literally: f64 comparisons exactly as [`Test`] documents them, no
+/// normalisation, trees in file order. Slow and allocating — it is the reference the readers'
+/// tests, the writer's tests and the fuzzers check the compiled artifact against.
+impl Tree {
+    pub fn leaf_value(&self, x: &[f32]) -> f64 {
+        let mut i = 0usize;
+        // A malformed tree could loop; the IR's own readers never make one, and a bound keeps
+        // a reference check from hanging on one.
+        for _ in 0..=self.nodes.len() {
+            match &self.nodes[i] {
+                Node::Leaf { value } => return *value,
+                Node::Split { feature, test, missing_yes, yes, no } => {
+                    let v = x[*feature as usize];
+                    let go_yes = if v.is_nan() { *missing_yes } else { test.holds(v, *missing_yes) };
+                    i = if go_yes { *yes } else { *no } as usize;
+                }
+            }
+        }
+        f64::NAN
+    }
+}
+
+impl Test {
+    /// Whether the test holds for a non-NaN `v` (`missing_yes` only matters for
+    /// `LeZeroAsMissing`, where tiny values count as missing).
+    pub fn holds(&self, v: f32, missing_yes: bool) -> bool {
+        let d = v as f64;
+        match self {
+            Test::Lt(t) => d < *t,
+            Test::Le(t) => d <= *t,
+            Test::Gt(t) => d > *t,
+            Test::Ge(t) => d >= *t,
+            Test::Eq(t) => d == *t,
+            Test::Ne(t) => d != *t,
+            Test::LeZeroAsMissing(t) => {
+                if v.abs() <= 1e-35 {
+                    missing_yes
+                } else {
+                    d <= *t
+                }
+            }
+            Test::InSet { categories, invalid_at_or_below } => {
+                v > *invalid_at_or_below && v < 4294967296.0 && categories.contains(&(v.trunc() as u32))
+            }
+        }
+    }
+}
+
+impl ModelIr {
+    /// Margins by the reference reading (see [`Tree::leaf_value`]).
+    pub fn margins(&self, x: &[f32]) -> Vec<f64> {
+        let mut acc = vec![0f64; self.n_outputs()];
+        for t in &self.trees {
+            acc[t.output as usize] += t.leaf_value(x);
+        }
+        let divisor = match self.aggregate {
+            Aggregate::Sum => 1.0,
+            Aggregate::Average { divisor } => divisor,
+        };
+        acc.iter().zip(&self.base_score).map(|(a, b)| if divisor == 1.0 { a + b } else { a / divisor + b }).collect()
+    }
+
+    /// Outputs (after the link) by the reference reading.
+    pub fn outputs(&self, x: &[f32]) -> Vec<f64> {
+        let mut m = self.margins(x);
+        self.link.apply(&mut m);
+        m
+    }
+}

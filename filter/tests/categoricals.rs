@@ -34,7 +34,7 @@ fn set_membership_edges() {
                 for x in inputs {
                     let mut got = [0f64];
                     m.ensemble().margins(&[x], &mut got).unwrap();
-                    assert_eq!(got[0], ir_leaf(&tree, &[x]) + 0.25, "{categories:?} invalid<={invalid_at_or_below} x={x}");
+                    assert_eq!(got[0], tree.leaf_value(&[x]) + 0.25, "{categories:?} invalid<={invalid_at_or_below} x={x}");
                 }
             }
         }

@@ -22,7 +22,7 @@ fn compiled_models_agree_with_the_ir() {
         for _ in 0..50 {
             let row = random_row(&mut rng, n_features as usize);
             e.margins(&row, &mut got).unwrap();
-            let want = ir_margins(&ir, &row);
+            let want = ir.margins(&row);
             for o in 0..n_outputs {
                 // Trees are summed in another order (deepest first): allow f64 rounding only.
                 assert!((got[o] - want[o]).abs() <= 1e-12 * (1.0 + want[o].abs()), "round {round} row {row:?}: {got:?} vs {want:?}");
@@ -43,7 +43,7 @@ fn single_tree_is_bitwise_exact() {
         for _ in 0..20 {
             let row = random_row(&mut rng, 3);
             m.ensemble().margins(&row, &mut got).unwrap();
-            assert_eq!(got[0].to_bits(), ir_margins(&ir, &row)[0].to_bits(), "row {row:?}");
+            assert_eq!(got[0].to_bits(), ir.margins(&row)[0].to_bits(), "row {row:?}");
         }
     }
 }

@@ -44,7 +44,7 @@ fn every_operator_at_awkward_thresholds() {
                 for x in neighbourhood(t) {
                     let mut got = [0f64];
                     m.ensemble().margins(&[x], &mut got).unwrap();
-                    let want = ir_leaf(&tree, &[x]) + 0.25;
+                    let want = tree.leaf_value(&[x]) + 0.25;
                     assert_eq!(got[0], want, "{test:?} missing_yes={missing_yes} x={x:e} ({:#x})", x.to_bits());
                     checked += 1;
                 }

@@ -482,56 +482,9 @@ mod tests {
         read(&std::fs::read(data(name)).unwrap())
     }
 
-    /// The IR semantics for an f32 row (the tests CatBoost produces, plus plain comparisons).
-    fn holds(test: &Test, v: f32) -> bool {
-        let x = v as f64;
-        match test {
-            Test::Lt(t) => x < *t,
-            Test::Le(t) => x <= *t,
-            Test::Gt(t) => x > *t,
-            Test::Ge(t) => x >= *t,
-            Test::Eq(t) => x == *t,
-            Test::Ne(t) => x != *t,
-            Test::InSet { categories, invalid_at_or_below } => {
-                if v <= *invalid_at_or_below {
-                    return false;
-                }
-                let c = v.trunc();
-                c >= 0.0 && c <= u32::MAX as f32 && categories.contains(&(c as u32))
-            }
-            other => panic!("unexpected test {other:?}"),
-        }
-    }
-
-    fn eval_node(tree: &Tree, i: usize, row: &[f32]) -> f64 {
-        match &tree.nodes[i] {
-            Node::Leaf { value } => *value,
-            Node::Split { feature, test, missing_yes, yes, no } => {
-                let v = row[*feature as usize];
-                let go_yes = if v.is_nan() { *missing_yes } else { holds(test, v) };
-                eval_node(tree, if go_yes { *yes } else { *no } as usize, row)
-            }
-        }
-    }
-
+    /// (margins, outputs) by the IR's reference reading.
     fn predict(ir: &ModelIr, row: &[f32]) -> (Vec<f64>, Vec<f64>) {
-        assert_eq!(ir.aggregate, Aggregate::Sum);
-        let mut margins = ir.base_score.clone();
-        for tree in &ir.trees {
-            margins[tree.output as usize] += eval_node(tree, 0, row);
-        }
-        let out = match ir.link {
-            Link::Identity => margins.clone(),
-            Link::Sigmoid { scale } => margins.iter().map(|m| 1.0 / (1.0 + (-scale * m).exp())).collect(),
-            Link::Exp => margins.iter().map(|m| m.exp()).collect(),
-            Link::Softmax => {
-                let max = margins.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
-                let e: Vec<f64> = margins.iter().map(|m| (m - max).exp()).collect();
-                let s: f64 = e.iter().sum();
-                e.iter().map(|v| v / s).collect()
-            }
-        };
-        (margins, out)
+        (ir.margins(row), ir.outputs(row))
     }
 
     fn parse_csv<T: std::str::FromStr>(name: &str) -> Vec<Vec<T>>
@@ -737,7 +690,7 @@ mod tests {
         let tree = expand(&levels, |leaf| leaf as f64, 0);
         assert_eq!(tree.nodes.len(), 7);
         for (row, want) in [([-1.0, -1.0], 0.0), ([1.0, -1.0], 1.0), ([-1.0, 1.0], 2.0), ([1.0, 1.0], 3.0), ([1.0, f32::NAN], 3.0)] {
-            assert_eq!(eval_node(&tree, 0, &row), want, "{row:?}");
+            assert_eq!(tree.leaf_value(&row), want, "{row:?}");
         }
     }
 

@@ -522,67 +522,9 @@ mod tests {
         read(&std::fs::read(data(name)).unwrap())
     }
 
-    /// The IR semantics, spelled out for an f32 row (the reference the evaluator must match).
-    fn holds(test: &Test, v: f32, missing_yes: bool) -> bool {
-        let x = v as f64;
-        match test {
-            Test::Lt(t) => x < *t,
-            Test::Le(t) => x <= *t,
-            Test::Gt(t) => x > *t,
-            Test::Ge(t) => x >= *t,
-            Test::Eq(t) => x == *t,
-            Test::Ne(t) => x != *t,
-            Test::LeZeroAsMissing(t) => {
-                if x.abs() <= K_ZERO_THRESHOLD {
-                    missing_yes
-                } else {
-                    x <= *t
-                }
-            }
-            Test::InSet { categories, invalid_at_or_below } => {
-                if v <= *invalid_at_or_below {
-                    return false;
-                }
-                let c = v.trunc();
-                c >= 0.0 && c <= u32::MAX as f32 && categories.contains(&(c as u32))
-            }
-        }
-    }
-
-    fn eval_node(tree: &Tree, i: usize, row: &[f32]) -> f64 {
-        match &tree.nodes[i] {
-            Node::Leaf { value } => *value,
-            Node::Split { feature, test, missing_yes, yes, no } => {
-                let v = row[*feature as usize];
-                let go_yes = if v.is_nan() { *missing_yes } else { holds(test, v, *missing_yes) };
-                eval_node(tree, if go_yes { *yes } else { *no } as usize, row)
-            }
-        }
-    }
-
-    /// (margins, reported outputs).
+    /// (margins, outputs) by the IR's reference reading.
     fn predict(ir: &ModelIr, row: &[f32]) -> (Vec<f64>, Vec<f64>) {
-        let n = ir.n_outputs();
-        let mut sums = vec![0.0; n];
-        for tree in &ir.trees {
-            sums[tree.output as usize] += eval_node(tree, 0, row);
-        }
-        let margins: Vec<f64> = match ir.aggregate {
-            Aggregate::Sum => sums.iter().zip(&ir.base_score).map(|(s, b)| b + s).collect(),
-            Aggregate::Average { divisor } => sums.iter().zip(&ir.base_score).map(|(s, b)| b + s / divisor).collect(),
-        };
-        let out = match ir.link {
-            Link::Identity => margins.clone(),
-            Link::Sigmoid { scale } => margins.iter().map(|m| 1.0 / (1.0 + (-scale * m).exp())).collect(),
-            Link::Exp => margins.iter().map(|m| m.exp()).collect(),
-            Link::Softmax => {
-                let max = margins.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
-                let e: Vec<f64> = margins.iter().map(|m| (m - max).exp()).collect();
-                let s: f64 = e.iter().sum();
-                e.iter().map(|v| v / s).collect()
-            }
-        };
-        (margins, out)
+        (ir.margins(row), ir.outputs(row))
     }
 
     fn parse_csv<T: std::str::FromStr>(name: &str) -> Vec<Vec<T>>

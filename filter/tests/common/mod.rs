@@ -1,58 +1,7 @@
-//! A reference evaluator straight from the IR's documented semantics (f64 comparisons, no
-//! normalisation), and a random model generator, to check the writer + evaluator against.
+//! A random model generator, to check the writer + evaluator against the IR's reference reading.
 #![allow(dead_code)]
 
 use edgescore_filter::ir::*;
-
-/// Where one IR tree sends `x`, following `Test`'s doc comments literally.
-pub fn ir_leaf(tree: &Tree, x: &[f32]) -> f64 {
-    let mut i = 0usize;
-    loop {
-        match &tree.nodes[i] {
-            Node::Leaf { value } => return *value,
-            Node::Split { feature, test, missing_yes, yes, no } => {
-                let v = x[*feature as usize];
-                let d = v as f64;
-                let go_yes = if v.is_nan() {
-                    *missing_yes
-                } else {
-                    match test {
-                        Test::Lt(t) => d < *t,
-                        Test::Le(t) => d <= *t,
-                        Test::Gt(t) => d > *t,
-                        Test::Ge(t) => d >= *t,
-                        Test::Eq(t) => d == *t,
-                        Test::Ne(t) => d != *t,
-                        Test::LeZeroAsMissing(t) => {
-                            if v.abs() <= 1e-35 {
-                                *missing_yes
-                            } else {
-                                d <= *t
-                            }
-                        }
-                        Test::InSet { categories, invalid_at_or_below } => {
-                            v > *invalid_at_or_below && v < 4294967296.0 && categories.contains(&(v.trunc() as u32))
-                        }
-                    }
-                };
-                i = if go_yes { *yes } else { *no } as usize;
-            }
-        }
-    }
-}
-
-/// Margins by the reference evaluator.
-pub fn ir_margins(m: &ModelIr, x: &[f32]) -> Vec<f64> {
-    let mut acc = vec![0f64; m.n_outputs()];
-    for t in &m.trees {
-        acc[t.output as usize] += ir_leaf(t, x);
-    }
-    let div = match m.aggregate {
-        Aggregate::Sum => 1.0,
-        Aggregate::Average { divisor } => divisor,
-    };
-    acc.iter().zip(&m.base_score).map(|(a, b)| if div == 1.0 { a + b } else { a / div + b }).collect()
-}
 
 pub struct Rng(pub u64);
 impl Rng {

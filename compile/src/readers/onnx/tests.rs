@@ -7,57 +7,9 @@ use edgescore_filter::ir::Test;
 use pb::tensor_shape_proto::{dimension::Value as Dim, Dimension};
 use std::path::PathBuf;
 
-// ---------------------------------------------------------------- IR walker
-
-fn leaf_value(tree: &Tree, x: &[f32]) -> f64 {
-    let mut i = 0usize;
-    loop {
-        match &tree.nodes[i] {
-            Node::Leaf { value } => return *value,
-            Node::Split { feature, test, missing_yes, yes, no } => {
-                let v = x[*feature as usize];
-                let go_yes = if v.is_nan() {
-                    *missing_yes
-                } else {
-                    let v = f64::from(v);
-                    match *test {
-                        Test::Le(t) => v <= t,
-                        Test::Lt(t) => v < t,
-                        Test::Ge(t) => v >= t,
-                        Test::Gt(t) => v > t,
-                        Test::Eq(t) => v == t,
-                        Test::Ne(t) => v != t,
-                        ref other => panic!("unexpected test {other:?}"),
-                    }
-                };
-                i = if go_yes { *yes } else { *no } as usize;
-            }
-        }
-    }
-}
-
-/// The model's outputs for one row, as the evaluator should compute them.
+/// The model's outputs for one row by the IR's reference reading.
 fn eval(ir: &ModelIr, x: &[f32]) -> Vec<f64> {
-    let mut sums = vec![0.0; ir.n_outputs()];
-    for t in &ir.trees {
-        sums[t.output as usize] += leaf_value(t, x);
-    }
-    let divisor = match ir.aggregate {
-        Aggregate::Sum => 1.0,
-        Aggregate::Average { divisor } => divisor,
-    };
-    let margins: Vec<f64> = sums.iter().zip(&ir.base_score).map(|(s, b)| b + s / divisor).collect();
-    match ir.link {
-        Link::Identity => margins,
-        Link::Sigmoid { scale } => margins.iter().map(|m| 1.0 / (1.0 + (-scale * m).exp())).collect(),
-        Link::Exp => margins.iter().map(|m| m.exp()).collect(),
-        Link::Softmax => {
-            let max = margins.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-            let e: Vec<f64> = margins.iter().map(|m| (m - max).exp()).collect();
-            let total: f64 = e.iter().sum();
-            e.iter().map(|v| v / total).collect()
-        }
-    }
+    ir.outputs(x)
 }
 
 /// Compares with ORT's scores row; a binary model with one output is its positive column.
