@@ -1,0 +1,78 @@
+//! IR model from the input → `write` → `Model::load` → margins must equal a straightforward
+//! reference evaluation of the IR (f64 comparisons, `reference::ir_margins`) within 1e-12
+//! relative (the writer reorders trees by depth, so sums are reordered). Some generated IR is
+//! deliberately malformed: the writer may refuse it, but whatever it writes must load.
+#![no_main]
+
+use arbitrary::Unstructured;
+use edgescore_filter::artifact::write::write;
+use edgescore_filter::ir::{ModelIr, Node, Test};
+use edgescore_filter::Model;
+use edgescore_fuzz::gen::{self, Cfg};
+use edgescore_fuzz::oracle::{self, Rng};
+use edgescore_fuzz::reference::{close, ir_margins};
+use libfuzzer_sys::fuzz_target;
+
+/// Per feature, values on and next to the IR's split points (as f32, the way rows arrive).
+fn interesting(ir: &ModelIr) -> Vec<Vec<f32>> {
+    let mut per = vec![Vec::new(); ir.features.len()];
+    for t in &ir.trees {
+        for n in &t.nodes {
+            let Node::Split { feature, test, .. } = n else { continue };
+            let Some(list) = per.get_mut(*feature as usize) else { continue };
+            if list.len() > 96 {
+                continue;
+            }
+            match test {
+                Test::Lt(t) | Test::Le(t) | Test::Gt(t) | Test::Ge(t) | Test::Eq(t) | Test::Ne(t) | Test::LeZeroAsMissing(t) => {
+                    let f = *t as f32;
+                    list.extend([f, f.next_up(), f.next_down()]);
+                }
+                Test::InSet { categories, invalid_at_or_below } => {
+                    list.extend([*invalid_at_or_below, invalid_at_or_below.next_up(), invalid_at_or_below.next_down()]);
+                    for &c in categories.iter().take(4) {
+                        list.extend([c as f32, c as f32 + 0.5, c as f32 - 0.5, c as f32 + 1.0]);
+                    }
+                }
+            }
+        }
+    }
+    per
+}
+
+fuzz_target!(|data: &[u8]| {
+    let mut u = Unstructured::new(data);
+    let Ok(allow_bad) = gen::rare(&mut u, 8) else { return };
+    let Ok(ir) = gen::model(&mut u, Cfg { allow_bad }) else { return };
+    let Ok(bytes) = write(&ir) else { return };
+    let model = match Model::load(&bytes) {
+        Ok(m) => m,
+        Err(e) => panic!("writer produced an artifact the validator refuses: {e} (allow_bad={allow_bad})\nIR: {ir:#?}"),
+    };
+    let e = model.ensemble();
+    assert_eq!(e.n_features(), ir.features.len());
+    assert_eq!(e.n_outputs(), ir.n_outputs());
+    assert_eq!(e.name(), ir.name);
+    assert_eq!(e.version(), ir.version);
+    assert_eq!(e.objective(), ir.objective);
+    for (i, f) in ir.features.iter().enumerate() {
+        assert_eq!(e.feature_name(i), f.name);
+    }
+    let mut rng = Rng::from_bytes(data);
+    let per = interesting(&ir);
+    let mut got = vec![0f64; e.n_outputs()];
+    for x in oracle::rows(ir.features.len(), &per, u.take_rest(), &mut rng) {
+        e.margins(&x, &mut got).unwrap();
+        // The writer accepted the IR, so every tree walk must end on a leaf.
+        let (want, mag) = ir_margins(&ir, &x).expect("reference walk failed on IR the writer accepted");
+        for o in 0..got.len() {
+            assert!(
+                close(got[o], want[o], mag[o]),
+                "output {o}: artifact margin {:e} != IR reference {:e} (row {x:?})\nIR: {ir:#?}",
+                got[o],
+                want[o]
+            );
+        }
+    }
+    oracle::exercise(&model, data);
+});

@@ -1,0 +1,270 @@
+//! IR models generated from fuzzer bytes (via `arbitrary::Unstructured`). When the bytes run
+//! out every choice falls to its first option (a leaf, the smallest count), so generation always
+//! terminates and small inputs give small models.
+
+use arbitrary::{Result, Unstructured};
+use edgescore_filter::ir::*;
+
+/// Knobs: `allow_bad` lets the generator produce IR the writer should refuse (child out of
+/// range, shared children, feature or output index out of range, NaN thresholds...).
+#[derive(Clone, Copy)]
+pub struct Cfg {
+    pub allow_bad: bool,
+}
+
+/// True with probability 1/n; false when the bytes have run out (so rare, expensive or
+/// invalid choices are never the default).
+pub fn rare(u: &mut Unstructured, n: u32) -> Result<bool> {
+    Ok(u.int_in_range(0..=n - 1)? == n - 1)
+}
+
+/// Awkward f64 values: f32 neighbours, midpoints between f32s, zeros, infinities, the f32
+/// overflow boundary, subnormals, category-like integers, raw bit patterns.
+pub fn awkward_f64(u: &mut Unstructured) -> Result<f64> {
+    let base = u.int_in_range(-64i32..=64)? as f64 / 8.0;
+    let v = match u.int_in_range(0u8..=17)? {
+        0 => base,
+        1 => 0.0,
+        2 => -0.0,
+        3 => f64::INFINITY,
+        4 => f64::NEG_INFINITY,
+        5 => f32::MAX as f64,
+        // Between f32::MAX and the rounding tie (rounds to f32::MAX) / exactly the tie (to inf).
+        6 => f32::MAX as f64 * (1.0 + 1e-9),
+        7 => f32::MAX as f64 + 2f64.powi(103),
+        8 => 1e-35,
+        9 => u.int_in_range(-4i32..=70)? as f64,
+        10 => f32::from_bits(u.arbitrary()?) as f64,
+        11 => (base as f32).next_up() as f64,
+        12 => {
+            let a = base as f32;
+            (a as f64 + a.next_up() as f64) / 2.0
+        }
+        13 => f64::from_bits(u.arbitrary()?),
+        14 => 1e300,
+        15 => f32::from_bits(u.int_in_range(1u32..=3)?) as f64,
+        16 => base + 1e-12,
+        _ => (base as f32).next_down() as f64,
+    };
+    Ok(if u.ratio(1, 4)? { -v } else { v })
+}
+
+/// A threshold; NaN only when bad IR is allowed.
+fn threshold(u: &mut Unstructured, cfg: Cfg) -> Result<f64> {
+    let t = awkward_f64(u)?;
+    Ok(if t.is_nan() && !cfg.allow_bad { 0.5 } else { t })
+}
+
+fn leaf_value(u: &mut Unstructured, cfg: Cfg) -> Result<f64> {
+    if cfg.allow_bad && rare(u, 200)? {
+        return Ok(if u.arbitrary()? { f64::NAN } else { f64::INFINITY });
+    }
+    let v = awkward_f64(u)?;
+    Ok(if v.is_finite() { v } else { 0.25 })
+}
+
+fn categories(u: &mut Unstructured) -> Result<Vec<u32>> {
+    let n = u.int_in_range(0usize..=8)?;
+    let mut out = Vec::with_capacity(n);
+    for _ in 0..n {
+        // Mostly small codes; sometimes a word boundary or a wider bitset (bounded: the writer
+        // allocates max/32+1 words).
+        out.push(match u.int_in_range(0u8..=7)? {
+            0 => 31,
+            1 => 32,
+            2 => u.int_in_range(0u32..=4095)?,
+            _ => u.int_in_range(0u32..=70)?,
+        });
+    }
+    Ok(out)
+}
+
+pub fn test(u: &mut Unstructured, cfg: Cfg) -> Result<Test> {
+    Ok(match u.int_in_range(0u8..=8)? {
+        0 => Test::Lt(threshold(u, cfg)?),
+        1 => Test::Le(threshold(u, cfg)?),
+        2 => Test::Gt(threshold(u, cfg)?),
+        3 => Test::Ge(threshold(u, cfg)?),
+        4 => Test::Eq(threshold(u, cfg)?),
+        5 => Test::Ne(threshold(u, cfg)?),
+        6 => {
+            let t = threshold(u, cfg)?;
+            // +inf is refused by the writer ("zero-as-missing split at +inf").
+            Test::LeZeroAsMissing(if t == f64::INFINITY && !cfg.allow_bad { 1.0 } else { t })
+        }
+        _ => {
+            let invalid = match u.int_in_range(0u8..=7)? {
+                0 => -f32::from_bits(1),
+                1 => -0.0,
+                2 => 0.0,
+                3 => f32::NEG_INFINITY,
+                4 => 2.5,
+                5 => f32::from_bits(u.arbitrary()?),
+                _ => -1.0,
+            };
+            let invalid = if invalid.is_nan() && !cfg.allow_bad { -1.0 } else { invalid };
+            Test::InSet { categories: categories(u)?, invalid_at_or_below: invalid }
+        }
+    })
+}
+
+fn grow(u: &mut Unstructured, nodes: &mut Vec<Node>, n_features: u32, cfg: Cfg, depth_left: u32, budget: &mut usize) -> Result<u32> {
+    let me = nodes.len() as u32;
+    nodes.push(Node::Leaf { value: 0.0 });
+    if depth_left == 0 || *budget == 0 || u.ratio(1, 3)? {
+        nodes[me as usize] = Node::Leaf { value: leaf_value(u, cfg)? };
+        return Ok(me);
+    }
+    *budget -= 1;
+    let test = test(u, cfg)?;
+    let feature = if cfg.allow_bad && rare(u, 64)? { n_features } else { u.int_in_range(0..=n_features - 1)? };
+    let missing_yes = u.arbitrary()?;
+    let yes = grow(u, nodes, n_features, cfg, depth_left - 1, budget)?;
+    let no = grow(u, nodes, n_features, cfg, depth_left - 1, budget)?;
+    nodes[me as usize] = Node::Split { feature, test, missing_yes, yes, no };
+    Ok(me)
+}
+
+/// A chain: every split has a leaf on one side and the next split on the other. Used to hit
+/// the MAX_DEPTH (256) boundary without thousands of nodes.
+fn chain(u: &mut Unstructured, n_features: u32, cfg: Cfg, depth: u32) -> Result<Vec<Node>> {
+    let mut nodes = Vec::with_capacity(2 * depth as usize + 1);
+    for d in 0..depth {
+        let me = nodes.len() as u32;
+        let leaf_first = d % 2 == 0;
+        let (yes, no) = if leaf_first { (me + 1, me + 2) } else { (me + 2, me + 1) };
+        let feature = u.int_in_range(0..=n_features - 1)?;
+        nodes.push(Node::Split { feature, test: test(u, cfg)?, missing_yes: u.arbitrary()?, yes, no });
+        nodes.push(Node::Leaf { value: leaf_value(u, cfg)? });
+    }
+    nodes.push(Node::Leaf { value: leaf_value(u, cfg)? });
+    Ok(nodes)
+}
+
+/// Renumbers nodes 1.. with a permutation drawn from the bytes (the root stays 0), so the
+/// writer's breadth-first relayout sees IR in arbitrary order.
+fn permute(u: &mut Unstructured, nodes: Vec<Node>) -> Result<Vec<Node>> {
+    let n = nodes.len();
+    let mut order: Vec<usize> = (0..n).collect(); // order[new] = old
+    for i in (2..n).rev() {
+        let j = 1 + u.choose_index(i)?.min(i - 1);
+        order.swap(i, j);
+    }
+    let mut new_of = vec![0u32; n];
+    for (new, &old) in order.iter().enumerate() {
+        new_of[old] = new as u32;
+    }
+    Ok(order
+        .iter()
+        .map(|&old| match &nodes[old] {
+            Node::Split { feature, test, missing_yes, yes, no } => Node::Split {
+                feature: *feature,
+                test: test.clone(),
+                missing_yes: *missing_yes,
+                yes: new_of[*yes as usize],
+                no: new_of[*no as usize],
+            },
+            leaf => leaf.clone(),
+        })
+        .collect())
+}
+
+pub fn tree(u: &mut Unstructured, n_features: u32, n_outputs: u32, cfg: Cfg) -> Result<Tree> {
+    let mut nodes = if rare(u, 40)? {
+        let depth = u.int_in_range(250u32..=258)?;
+        chain(u, n_features, cfg, depth)?
+    } else {
+        let max_depth = u.int_in_range(0u32..=9)?;
+        let mut budget = 48usize;
+        let mut nodes = Vec::new();
+        grow(u, &mut nodes, n_features, cfg, max_depth, &mut budget)?;
+        nodes
+    };
+    if u.ratio(1, 2)? {
+        nodes = permute(u, nodes)?;
+    }
+    if cfg.allow_bad && rare(u, 32)? {
+        // Point some split at an arbitrary node: a cycle, a shared child, or out of range.
+        let n = nodes.len() as u32;
+        let target = u.int_in_range(0..=n)?;
+        if let Some(Node::Split { yes, no, .. }) = nodes.iter_mut().rev().find(|n| matches!(n, Node::Split { .. })) {
+            if u.arbitrary()? {
+                *yes = target;
+            } else {
+                *no = target;
+            }
+        }
+    }
+    if cfg.allow_bad && rare(u, 200)? {
+        nodes.clear();
+    }
+    let output = if cfg.allow_bad && rare(u, 64)? { n_outputs } else { u.int_in_range(0..=n_outputs - 1)? };
+    Ok(Tree { output, nodes })
+}
+
+fn short_string(u: &mut Unstructured) -> Result<String> {
+    const PIECES: [&str; 8] = ["f", "x", "é", "名", "🦀", "_", "0", ""];
+    let n = u.int_in_range(0usize..=4)?;
+    let mut s = String::new();
+    for _ in 0..n {
+        s.push_str(u.choose(&PIECES).copied().unwrap_or("a"));
+    }
+    Ok(s)
+}
+
+pub fn model(u: &mut Unstructured, cfg: Cfg) -> Result<ModelIr> {
+    let n_features: u32 = if rare(u, 16)? { u.int_in_range(1..=40)? } else { u.int_in_range(1..=6)? };
+    let n_outputs: u32 = match u.int_in_range(0u8..=40)? {
+        40 => 256,
+        39 if cfg.allow_bad => 257,
+        _ => u.int_in_range(1..=5)?,
+    };
+    let n_trees = u.int_in_range(0usize..=20)?;
+    let mut trees = Vec::with_capacity(n_trees);
+    for _ in 0..n_trees {
+        trees.push(tree(u, n_features, n_outputs, cfg)?);
+    }
+    let link = match u.int_in_range(0u8..=3)? {
+        0 => Link::Identity,
+        1 => Link::Sigmoid { scale: if u.arbitrary()? { 1.0 } else { awkward_f64(u)? } },
+        2 => Link::Softmax,
+        _ => Link::Exp,
+    };
+    let aggregate = match u.int_in_range(0u8..=3)? {
+        0 => Aggregate::Average {
+            divisor: match u.int_in_range(0u8..=3)? {
+                0 => n_trees.max(1) as f64,
+                1 => 0.5,
+                2 => awkward_f64(u)?,
+                _ => 3.0,
+            },
+        },
+        _ => Aggregate::Sum,
+    };
+    let mut base_score = Vec::with_capacity(n_outputs as usize);
+    for o in 0..n_outputs {
+        base_score.push(if o < 8 { leaf_value(u, cfg)? } else { o as f64 * 0.125 });
+    }
+    let mut features = Vec::with_capacity(n_features as usize);
+    for _ in 0..n_features {
+        let kind = if u.ratio(1, 3)? { FeatureKind::Categorical { buckets: u.int_in_range(0u32..=100)? } } else { FeatureKind::Numeric };
+        features.push(FeatureDef { name: short_string(u)?, kind });
+    }
+    if cfg.allow_bad && rare(u, 100)? {
+        features.clear();
+    }
+    let source = *u.choose(&[SourceFormat::XGBoost, SourceFormat::LightGBM, SourceFormat::CatBoost, SourceFormat::Onnx]).unwrap_or(&SourceFormat::Onnx);
+    let task = *u.choose(&[Task::Regression, Task::BinaryClassification, Task::MulticlassClassification]).unwrap_or(&Task::Regression);
+    Ok(ModelIr {
+        name: short_string(u)?,
+        version: short_string(u)?,
+        source,
+        objective: short_string(u)?,
+        task,
+        link,
+        aggregate,
+        base_score,
+        features,
+        trees,
+    })
+}

@@ -1,0 +1,422 @@
+//! An independent, bounds-checked reading of an artifact the validator ACCEPTED, used as the
+//! oracle for the evaluator (which indexes with `get_unchecked`):
+//! - every path from every root must stay inside its tree and reach a leaf in exactly the
+//!   declared depth, every index the evaluator dereferences must be in range
+//!   (`check_safety`); a violation means the validator let through an artifact the
+//!   evaluator cannot walk safely;
+//! - margins computed here (checked indexing, the layout's documented semantics) must match
+//!   `TreeEnsemble::margins` (up to summation reordering);
+//! - the public accessors and strings must agree with the bytes.
+//!
+//! Everything panics with a message starting `ORACLE:` so crashes are easy to triage.
+
+use bytemuck::{pod_read_unaligned, Pod};
+use edgescore_filter::artifact::layout::*;
+use edgescore_filter::{Model, ModelSet, ScoreError, TreeEnsemble};
+
+use crate::reference::close;
+
+// The node's fields, widened: the only place the oracle touches `Node`'s field types.
+pub fn n_flags(n: &Node) -> u32 {
+    n.flags as u32
+}
+pub fn n_feature(n: &Node) -> u32 {
+    n.feature as u32
+}
+const LEAF: u32 = node::LEAF as u32;
+const MISSING_YES: u32 = node::MISSING_YES as u32;
+const OP_MASK: u32 = node::OP_MASK as u32;
+const OP_LT: u32 = node::OP_LT as u32;
+const OP_IN_SET: u32 = node::OP_IN_SET as u32;
+const OP_EQ: u32 = node::OP_EQ as u32;
+const OP_NE: u32 = node::OP_NE as u32;
+const OP_LT_ZERO_MISSING: u32 = node::OP_LT_ZERO_MISSING as u32;
+
+pub struct Art {
+    pub header: Header,
+    pub meta: Meta,
+    pub strings: Vec<u8>,
+    pub features: Vec<FeatureSpec>,
+    pub base: Vec<f64>,
+    pub trees: Vec<TreeSpec>,
+    pub nodes: Vec<Node>,
+    pub leaves: Vec<f64>,
+    pub cat_splits: Vec<CatSplit>,
+    pub cat_words: Vec<u32>,
+}
+
+fn pods<T: Pod>(raw: &[u8], what: &str) -> Vec<T> {
+    let size = core::mem::size_of::<T>();
+    assert!(raw.len() % size == 0, "ORACLE: accepted section {what} of {} bytes, not a multiple of {size}", raw.len());
+    raw.chunks_exact(size).map(pod_read_unaligned).collect()
+}
+
+/// Reads the section table without trusting it. Returns `None` if the bytes do not even hold a
+/// table (only used on bytes the validator accepted, where that is itself a bug).
+pub fn section_entries(bytes: &[u8]) -> Option<[SectionEntry; 9]> {
+    let mut entries = [SectionEntry { kind: 0, reserved: 0, offset: 0, len: 0 }; 9];
+    for (i, e) in entries.iter_mut().enumerate() {
+        let at = HEADER_LEN + i * core::mem::size_of::<SectionEntry>();
+        *e = pod_read_unaligned(bytes.get(at..at + core::mem::size_of::<SectionEntry>())?);
+    }
+    Some(entries)
+}
+
+pub fn section_bytes<'a>(bytes: &'a [u8], e: &SectionEntry) -> Option<&'a [u8]> {
+    let start = usize::try_from(e.offset).ok()?;
+    let end = start.checked_add(usize::try_from(e.len).ok()?)?;
+    bytes.get(start..end)
+}
+
+impl Art {
+    pub fn parse_accepted(bytes: &[u8]) -> Art {
+        let header: Header = pod_read_unaligned(bytes.get(..HEADER_LEN).expect("ORACLE: accepted artifact shorter than the header"));
+        let entries = section_entries(bytes).expect("ORACLE: accepted artifact without a full section table");
+        let sec = |k: usize| section_bytes(bytes, &entries[k]).unwrap_or_else(|| panic!("ORACLE: accepted section {k} lies outside the file"));
+        let metas: Vec<Meta> = pods(sec(0), "META");
+        assert_eq!(metas.len(), 1, "ORACLE: accepted META section is not one Meta");
+        let art = Art {
+            header,
+            meta: metas[0],
+            strings: sec(1).to_vec(),
+            features: pods(sec(2), "FEATURES"),
+            base: pods(sec(3), "BASE"),
+            trees: pods(sec(4), "TREES"),
+            nodes: pods(sec(5), "NODES"),
+            leaves: pods(sec(6), "LEAVES"),
+            cat_splits: pods(sec(7), "CAT_SPLITS"),
+            cat_words: pods(sec(8), "CAT_WORDS"),
+        };
+        let m = &art.meta;
+        assert_eq!(art.features.len(), m.n_features as usize, "ORACLE: feature count");
+        assert_eq!(art.base.len(), m.n_outputs as usize, "ORACLE: output count");
+        assert_eq!(art.trees.len(), m.n_trees as usize, "ORACLE: tree count");
+        assert_eq!(art.nodes.len(), m.n_nodes as usize, "ORACLE: node count");
+        assert_eq!(art.leaves.len(), m.n_leaves as usize, "ORACLE: leaf count");
+        assert!(m.n_features >= 1 && m.n_outputs >= 1 && m.n_outputs as usize <= edgescore_filter::MAX_OUTPUTS, "ORACLE: meta counts out of range accepted");
+        art
+    }
+
+    /// Entry `i` of the string table, parsed independently.
+    pub fn string(&self, i: usize) -> &str {
+        let s = &self.strings;
+        let word = |k: usize| u32::from_le_bytes(s.get(4 * k..4 * k + 4).expect("ORACLE: strings table truncated").try_into().unwrap()) as usize;
+        let count = word(0);
+        assert!(i < count, "ORACLE: string {i} of {count}");
+        let data = s.get(4 + 4 * count..).expect("ORACLE: strings offsets past the end");
+        let start = if i == 0 { 0 } else { word(i) };
+        let end = word(i + 1);
+        let raw = data.get(start..end).unwrap_or_else(|| panic!("ORACLE: string {i} range {start}..{end} outside {} bytes", data.len()));
+        core::str::from_utf8(raw).expect("ORACLE: accepted string is not UTF-8")
+    }
+
+    /// The evaluator's preconditions, checked on every path of every tree.
+    pub fn check_safety(&self) {
+        let m = &self.meta;
+        let mut budget = 1usize << 18;
+        let mut max_depth = 0;
+        for (t, spec) in self.trees.iter().enumerate() {
+            assert!(spec.output < m.n_outputs, "ORACLE: tree {t} output {} >= {}", spec.output, m.n_outputs);
+            assert!(spec.root < spec.end && spec.end as usize <= self.nodes.len(), "ORACLE: tree {t} node range {}..{} (n_nodes {})", spec.root, spec.end, self.nodes.len());
+            assert!(spec.depth <= MAX_DEPTH, "ORACLE: tree {t} depth {}", spec.depth);
+            max_depth = max_depth.max(spec.depth);
+            // Depth-first over (node, steps taken); each node has one parent in a valid tree,
+            // so this visits each node once; the budget only guards a buggy DAG.
+            let mut stack = vec![(spec.root, 0u32)];
+            while let Some((at, steps)) = stack.pop() {
+                if budget == 0 {
+                    return;
+                }
+                budget -= 1;
+                assert!(at >= spec.root && at < spec.end, "ORACLE: tree {t} walks to node {at} outside {}..{}", spec.root, spec.end);
+                let n = self.nodes[at as usize];
+                let ff = n_flags(&n);
+                if ff & LEAF != 0 {
+                    // The evaluator does not test for leaves: it steps to `left + !(x < payload)`
+                    // and relies on the payload being NaN (comparison false) and `left + 1`
+                    // (wrapping) being the leaf itself; MISSING_YES must be clear for NaN rows.
+                    assert_eq!(n.left.wrapping_add(1), at, "ORACLE: tree {t} leaf {at} does not step to itself");
+                    assert!(f32::from_bits(n.payload).is_nan(), "ORACLE: tree {t} leaf {at} payload {:#x} is not NaN", n.payload);
+                    assert!(ff & MISSING_YES == 0 && ff & OP_MASK == OP_LT, "ORACLE: leaf {at} flags {ff:#x}");
+                    let li = (n.payload & node::LEAF_INDEX_MASK) as usize;
+                    assert!(li < self.leaves.len(), "ORACLE: tree {t} leaf {at} index {li} >= {} leaves", self.leaves.len());
+                    // The evaluator reads x[feature] for leaves too.
+                    assert!(n_feature(&n) < m.n_features, "ORACLE: leaf {at} feature {}", n_feature(&n));
+                    continue;
+                }
+                assert!(!f32::from_bits(n.payload).is_nan() || ff & OP_MASK == OP_IN_SET, "ORACLE: internal node {at} with NaN threshold would act as a leaf");
+                assert!(steps < spec.depth, "ORACLE: tree {t}: node {at} is internal after {steps} steps but the declared depth is {}", spec.depth);
+                assert!(n_feature(&n) < m.n_features, "ORACLE: node {at} feature {} >= {}", n_feature(&n), m.n_features);
+                match ff & OP_MASK {
+                    OP_LT => {}
+                    OP_IN_SET => {
+                        assert!(self.header.flags & flags::HAS_CATEGORICAL != 0, "ORACLE: IN_SET node {at} without HAS_CATEGORICAL");
+                        let c = self.cat_splits.get(n.payload as usize).unwrap_or_else(|| panic!("ORACLE: node {at} cat split {} out of range", n.payload));
+                        assert!(c.word_offset as u64 + c.n_words as u64 <= self.cat_words.len() as u64, "ORACLE: cat split {} bitset past CAT_WORDS", n.payload);
+                    }
+                    OP_EQ | OP_NE | OP_LT_ZERO_MISSING => {
+                        assert!(self.header.flags & flags::HAS_RARE_TESTS != 0, "ORACLE: rare-test node {at} without HAS_RARE_TESTS");
+                    }
+                    op => panic!("ORACLE: node {at} unknown op {op:#x} accepted"),
+                }
+                let left = n.left as u64;
+                assert!(left > at as u64 && left + 1 < spec.end as u64, "ORACLE: node {at} children {left},{} outside tree {}..{}", left + 1, spec.root, spec.end);
+                stack.push((n.left, steps + 1));
+                stack.push((n.left + 1, steps + 1));
+            }
+        }
+        assert!(max_depth <= MAX_DEPTH);
+        for (i, c) in self.cat_splits.iter().enumerate() {
+            assert!(c.word_offset as u64 + c.n_words as u64 <= self.cat_words.len() as u64, "ORACLE: cat split {i} bitset past CAT_WORDS");
+        }
+    }
+
+    fn test(&self, n: &Node, v: f32) -> bool {
+        let ff = n_flags(n);
+        let missing_yes = ff & MISSING_YES != 0;
+        if v.is_nan() {
+            return missing_yes;
+        }
+        let t = f32::from_bits(n.payload);
+        match ff & OP_MASK {
+            OP_LT => v < t,
+            OP_EQ => v == t,
+            OP_NE => v != t,
+            OP_LT_ZERO_MISSING => {
+                if v.abs() <= ZERO_THRESHOLD {
+                    missing_yes
+                } else {
+                    v < t
+                }
+            }
+            OP_IN_SET => {
+                let c = &self.cat_splits[n.payload as usize];
+                if !(v > c.invalid_at_or_below) || v >= 4294967296.0 {
+                    return false;
+                }
+                let code = v.trunc().max(0.0) as u64; // v > -1 here unless the bound is lower
+                let word = code / 32;
+                word < c.n_words as u64 && self.cat_words[(c.word_offset as u64 + word) as usize] >> (code % 32) & 1 == 1
+            }
+            _ => unreachable!(),
+        }
+    }
+
+    /// Margins with checked indexing: (margins, magnitudes for the comparison tolerance).
+    pub fn margins(&self, x: &[f32]) -> (Vec<f64>, Vec<f64>) {
+        let n = self.meta.n_outputs as usize;
+        let mut acc = vec![0f64; n];
+        let mut mag = vec![0f64; n];
+        for spec in &self.trees {
+            let mut at = spec.root as usize;
+            for step in 0.. {
+                assert!(step <= self.nodes.len(), "ORACLE: walk does not end");
+                let nd = &self.nodes[at];
+                if n_flags(nd) & LEAF != 0 {
+                    let v = self.leaves[(nd.payload & node::LEAF_INDEX_MASK) as usize];
+                    acc[spec.output as usize] += v;
+                    mag[spec.output as usize] += v.abs();
+                    break;
+                }
+                let v = x[n_feature(nd) as usize];
+                at = nd.left as usize + usize::from(!self.test(nd, v));
+            }
+        }
+        let div = if self.meta.aggregate == aggregate::AVERAGE { self.meta.aggregate_divisor } else { 1.0 };
+        let margins = acc.iter().zip(&self.base).map(|(a, b)| if div == 1.0 { a + b } else { a / div + b }).collect();
+        let mags = mag.iter().zip(&self.base).map(|(a, b)| a / div + b.abs()).collect();
+        (margins, mags)
+    }
+
+    /// Per feature, values that sit on or next to the model's split points.
+    pub fn interesting_values(&self) -> Vec<Vec<f32>> {
+        let mut per = vec![Vec::new(); self.meta.n_features as usize];
+        for n in self.nodes.iter().take(4096) {
+            let ff = n_flags(n);
+            if ff & LEAF != 0 {
+                continue;
+            }
+            let Some(list) = per.get_mut(n_feature(n) as usize) else { continue };
+            if list.len() > 64 {
+                continue;
+            }
+            if ff & OP_MASK == OP_IN_SET {
+                if let Some(c) = self.cat_splits.get(n.payload as usize) {
+                    list.extend([c.invalid_at_or_below, c.invalid_at_or_below.next_up(), c.n_words as f32 * 32.0, c.n_words as f32 * 32.0 - 0.5]);
+                    for w in 0..c.n_words.min(4) {
+                        let word = self.cat_words.get((c.word_offset + w) as usize).copied().unwrap_or(0);
+                        if let Some(b) = (0..32).find(|b| word >> b & 1 == 1) {
+                            let code = (w * 32 + b) as f32;
+                            list.extend([code, code + 0.5, code - 0.5]);
+                        }
+                    }
+                }
+            } else {
+                let t = f32::from_bits(n.payload);
+                list.extend([t, t.next_up(), t.next_down()]);
+            }
+        }
+        per
+    }
+}
+
+/// Small deterministic generator for row values.
+pub struct Rng(pub u64);
+impl Rng {
+    pub fn from_bytes(data: &[u8]) -> Rng {
+        let mut h = 0x9E37_79B9_7F4A_7C15u64;
+        for chunk in data.chunks(8).take(64) {
+            let mut w = [0u8; 8];
+            w[..chunk.len()].copy_from_slice(chunk);
+            h = (h ^ u64::from_le_bytes(w)).wrapping_mul(0x100_0000_01B3).rotate_left(29);
+        }
+        Rng(h | 1)
+    }
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next() % n.max(1) as u64) as usize
+    }
+}
+
+const AWKWARD: [f32; 14] = [
+    0.0,
+    -0.0,
+    f32::INFINITY,
+    f32::NEG_INFINITY,
+    1e-36,
+    -1e-36,
+    1e-35,
+    f32::MAX,
+    f32::MIN,
+    -1.0,
+    -0.5,
+    0.5,
+    4294967040.0,
+    4294967296.0,
+];
+
+/// Rows to score: constant rows (all NaN, zeros, infinities, the zero-as-missing band), rows of
+/// values taken from `data` as f32, and rows mixing split points and awkward values.
+pub fn rows(n_features: usize, interesting: &[Vec<f32>], data: &[u8], rng: &mut Rng) -> Vec<Vec<f32>> {
+    let mut rows: Vec<Vec<f32>> = [f32::NAN, 0.0, -0.0, f32::INFINITY, f32::NEG_INFINITY, 1e-36, 1.0].iter().map(|&v| vec![v; n_features]).collect();
+    let from_data: Vec<f32> = data.chunks_exact(4).take(n_features).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect();
+    if !from_data.is_empty() {
+        rows.push((0..n_features).map(|i| from_data[i % from_data.len()]).collect());
+    }
+    for _ in 0..10 {
+        rows.push(
+            (0..n_features)
+                .map(|f| {
+                    let list = interesting.get(f).map(Vec::as_slice).unwrap_or(&[]);
+                    match rng.below(10) {
+                        0 => f32::NAN,
+                        1 | 2 => AWKWARD[rng.below(AWKWARD.len())],
+                        3 => rng.below(70) as f32,
+                        4 if !from_data.is_empty() => from_data[rng.below(from_data.len())],
+                        _ if !list.is_empty() => list[rng.below(list.len())],
+                        _ => (rng.below(64) as f32 - 32.0) / 8.0,
+                    }
+                })
+                .collect(),
+        );
+    }
+    rows
+}
+
+/// The link's output range, when the margins are finite. (Softmax needs every margin finite:
+/// finite leaves can still sum to ±inf, and then softmax is NaN for all outputs.)
+fn link_ok(link_kind: u32, margins: &[f64], o: usize, out: f64) -> bool {
+    let margin = margins[o];
+    if !margin.is_finite() || (link_kind == link::SOFTMAX && margins.iter().any(|m| !m.is_finite())) {
+        return true;
+    }
+    match link_kind {
+        link::SIGMOID | link::SOFTMAX => (0.0..=1.0).contains(&out),
+        link::EXP => out >= 0.0,
+        _ => out.to_bits() == margin.to_bits(),
+    }
+}
+
+/// Everything the fuzz targets do with a model that loaded. Panics (ORACLE:) on a mismatch.
+pub fn exercise(model: &Model, data: &[u8]) {
+    let e = model.ensemble();
+    let bytes = model.as_bytes();
+    let art = Art::parse_accepted(bytes);
+    art.check_safety();
+
+    // Accessors agree with the bytes.
+    assert_eq!(e.n_features(), art.meta.n_features as usize);
+    assert_eq!(e.n_outputs(), art.meta.n_outputs as usize);
+    assert_eq!(e.trees(), &art.trees[..], "ORACLE: trees()");
+    assert_eq!(e.nodes(), &art.nodes[..], "ORACLE: nodes()");
+    assert_eq!(e.cat_splits(), &art.cat_splits[..], "ORACLE: cat_splits()");
+    assert_eq!(e.base_score().len(), art.base.len());
+    assert_eq!(e.size_bytes(), bytes.len());
+    assert_eq!(e.header_flags(), art.header.flags);
+    assert_eq!(e.checksum(), art.header.checksum);
+    let _ = (e.task(), e.source(), e.meta(), e.features());
+
+    // Strings: the evaluator's reading equals an independent one.
+    assert_eq!(e.name(), art.string(0), "ORACLE: name");
+    assert_eq!(e.version(), art.string(1), "ORACLE: version");
+    assert_eq!(e.objective(), art.string(2), "ORACLE: objective");
+    for i in 0..e.n_features() {
+        assert_eq!(e.feature_name(i), art.string(STRINGS_FIXED + i), "ORACLE: feature_name({i})");
+    }
+
+    // The borrowed view validates the same bytes (already 8-aligned in the Model).
+    let view = TreeEnsemble::from_bytes(bytes).expect("ORACLE: Model loaded but TreeEnsemble::from_bytes refused the same bytes");
+
+    let nf = e.n_features();
+    let no = e.n_outputs();
+    let mut rng = Rng::from_bytes(data);
+    let interesting = art.interesting_values();
+    let mut margins = vec![0f64; no];
+    let mut margins2 = vec![0f64; no];
+    let mut probs = vec![0f64; no];
+    let mut probs32 = vec![0f32; no + 1];
+    for x in rows(nf, &interesting, data, &mut rng) {
+        e.margins(&x, &mut margins).expect("margins");
+        view.margins(&x, &mut margins2).expect("margins (view)");
+        e.score_f64(&x, &mut probs).expect("score_f64");
+        e.score(&x, &mut probs32).expect("score");
+        let (want, mag) = art.margins(&x);
+        for o in 0..no {
+            assert_eq!(margins[o].to_bits(), margins2[o].to_bits(), "ORACLE: Model and TreeEnsemble::from_bytes disagree");
+            assert!(close(margins[o], want[o], mag[o]), "ORACLE: output {o}: evaluator margin {} != checked walk {} (row {x:?})", margins[o], want[o]);
+            assert!(link_ok(art.meta.link, &margins, o, probs[o]), "ORACLE: link {} maps margin {} to {}", art.meta.link, margins[o], probs[o]);
+            assert_eq!(probs32[o].to_bits(), (probs[o] as f32).to_bits(), "ORACLE: score != score_f64 as f32");
+        }
+    }
+
+    // Error paths: short feature vectors / output buffers are refused, longer ones accepted.
+    let x = vec![0.5f32; nf + 3];
+    assert_eq!(e.margins(&x[..nf - 1], &mut margins), Err(ScoreError::Features { got: nf - 1, need: nf }));
+    assert_eq!(e.score(&x, &mut probs32[..no - 1]), Err(ScoreError::Outputs { got: no - 1, need: no }));
+    e.score(&x, &mut probs32).expect("longer feature vector");
+
+    // The same model in a ModelSet whose shared vector lists its features in reverse order
+    // (plus one unknown slot); scoring gathers by name. (Mapping names is quadratic in the
+    // feature count, in ModelSet::push too: skip huge mutated feature tables.)
+    if nf > 512 {
+        return;
+    }
+    let mut names: Vec<String> = (0..nf).rev().map(|i| e.feature_name(i).to_string()).collect();
+    names.push("\u{0}unused".into());
+    let mut set = ModelSet::new(names.clone());
+    let idx = set.push(bytes).expect("ORACLE: ModelSet refused a model that loads");
+    let shared: Vec<f32> = (0..names.len()).map(|j| if j % 3 == 0 { f32::NAN } else { j as f32 * 0.75 - 1.0 }).collect();
+    let gathered: Vec<f32> = (0..nf).map(|i| shared[names.iter().position(|n| n == e.feature_name(i)).unwrap()]).collect();
+    let mut a = vec![0f32; no];
+    let mut b = vec![0f32; no];
+    set.score(idx, &shared, &mut a).expect("ModelSet::score");
+    e.score(&gathered, &mut b).expect("score gathered");
+    assert_eq!(a.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), b.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), "ORACLE: ModelSet gather");
+    assert_eq!(set.len(), 1);
+    let _ = set.ensemble(idx).name();
+}
