@@ -1,15 +1,29 @@
-//! edgescore's scoring core: the `.esm` artifact (layout, validation, writer), the IR the
-//! compiler produces, and the zero-allocation evaluator. Plain Rust that builds natively and
-//! for `wasm32-wasip1`; the proxy-wasm glue lives beside it and is compiled only for Wasm.
+//! edgescore's scoring core and its Envoy filter.
+//!
+//! The core is plain Rust that builds natively (unit tests, benches, dhat, the CLI): the `.esm`
+//! artifact (layout, validation, writer), the IR the compiler produces, the zero-allocation
+//! evaluator, the request feature catalogue and the [`Scorer`] that runs one request through
+//! features → models → decision. The proxy-wasm glue in `wasm/` is compiled only for
+//! `wasm32-wasip1` and is the only code that knows Envoy.
 
 pub mod artifact;
+pub mod config;
 pub mod ensemble;
+pub mod features;
 pub mod ir;
 pub mod model_set;
+pub mod request;
+pub mod scorer;
+
+#[cfg(target_arch = "wasm32")]
+mod wasm;
 
 pub use artifact::{ArtifactError, Model, ScoreError};
+pub use config::{ConfigError, PluginConfig};
 pub use ensemble::TreeEnsemble;
 pub use model_set::ModelSet;
+pub use request::{HeaderMap, Request};
+pub use scorer::{Scorer, Verdict};
 
 /// Most outputs (classes) a model may have; the evaluator accumulates on the stack.
 pub const MAX_OUTPUTS: usize = 256;

@@ -18,6 +18,8 @@ struct Member {
     /// `gather[i]` is the shared-vector slot of the model's feature `i`; `None` when the model's
     /// features are the shared vector's first slots in order, so no copy is needed.
     gather: Option<Vec<u32>>,
+    /// Shared-vector length the model reads up to.
+    need: usize,
 }
 
 /// Models that share one feature vector laid out by `names`.
@@ -47,10 +49,18 @@ impl ModelSet {
             })?;
             gather.push(slot as u32);
         }
+        Ok(self.push_gathered(model, gather))
+    }
+
+    /// Adds a validated model whose feature `i` reads shared slot `gather[i]` (the caller
+    /// resolved the names, e.g. the filter's feature catalogue). Slots past the set's names are
+    /// the caller's to fill.
+    pub fn push_gathered(&mut self, model: Model, gather: Vec<u32>) -> usize {
         let identity = gather.iter().enumerate().all(|(i, &s)| s as usize == i);
-        self.scratch.resize(self.scratch.len().max(e.n_features()), 0.0);
-        self.members.push(Member { model, gather: (!identity).then_some(gather) });
-        Ok(self.members.len() - 1)
+        let need = gather.iter().map(|&s| s as usize + 1).max().unwrap_or(0);
+        self.scratch.resize(self.scratch.len().max(gather.len()), 0.0);
+        self.members.push(Member { model, gather: (!identity).then_some(gather), need });
+        self.members.len() - 1
     }
 
     pub fn len(&self) -> usize {
@@ -67,10 +77,13 @@ impl ModelSet {
 
     /// Scores model `i` on the shared vector `shared` into `out`. No allocation.
     pub fn score(&mut self, i: usize, shared: &[f32], out: &mut [f32]) -> Result<(), ScoreError> {
-        if shared.len() < self.names.len() {
-            return Err(ScoreError::Features { got: shared.len(), need: self.names.len() });
+        let Some(member) = self.members.get(i) else {
+            return Err(ScoreError::NoSuchModel(i));
+        };
+        let need = member.need.max(self.names.len());
+        if shared.len() < need {
+            return Err(ScoreError::Features { got: shared.len(), need });
         }
-        let member = &self.members[i];
         let e = member.model.ensemble();
         match &member.gather {
             None => e.score(shared, out),

@@ -53,6 +53,8 @@ pub enum ScoreError {
     Features { got: usize, need: usize },
     #[error("output buffer has {got} slots, the model writes {need}")]
     Outputs { got: usize, need: usize },
+    #[error("no model at index {0}")]
+    NoSuchModel(usize),
 }
 
 /// Why the writer could not lay out a model (the IR holds something the format cannot express).

@@ -1,0 +1,165 @@
+//! The feature catalogue: every request feature the filter can compute, by the stable name a
+//! model's feature schema refers to. A model trained on the filter's feature log uses these
+//! names; the filter computes exactly the features its configured models declare, once per
+//! request, and shares them between models.
+
+mod extract;
+pub mod hash;
+mod schema;
+pub mod ua;
+
+pub use extract::{FeaturePlan, FeatureValues, Properties};
+pub use schema::{FeatureSchema, SchemaError, Slot, MAX_BUCKETS};
+
+/// Whether the filter produces a number or a hashed category for a feature.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Numeric,
+    /// A keyed hash of a byte string, reduced to the bucket count the model declares.
+    Categorical,
+}
+
+/// One catalogue entry. Names with a `:<header>` suffix take a header name (lower case), e.g.
+/// `header_present:x-requested-with`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Feature {
+    HeaderCount,
+    HeaderBytes,
+    PathLength,
+    PathDepth,
+    QueryLength,
+    QueryParamCount,
+    CookieCount,
+    CookieLength,
+    AcceptLanguageCount,
+    ContentLength,
+    UaLength,
+    HttpProtocol,
+    TlsVersion,
+    SniPresent,
+    HostIsIp,
+    HeaderPresent(Vec<u8>),
+    HeaderLength(Vec<u8>),
+    HeaderOccurrences(Vec<u8>),
+    Method,
+    UserAgent,
+    UaFamily,
+    PathPrefix,
+    HeaderOrder,
+    SourcePrefix,
+    HeaderValue(Vec<u8>),
+}
+
+/// `(name, kind, meaning)` for every entry, in documentation order. `docs/configuration.md`
+/// and `edgescore features --list` print this table.
+pub const CATALOGUE: &[(&str, Kind, &str)] = &[
+    ("header_count", Kind::Numeric, "number of request headers, pseudo-headers (:method, :path, …) excluded"),
+    ("header_bytes", Kind::Numeric, "total bytes of header names and values, pseudo-headers excluded"),
+    ("path_length", Kind::Numeric, "bytes of the path before `?` (missing if there is no :path)"),
+    ("path_depth", Kind::Numeric, "non-empty `/`-separated path segments"),
+    ("query_length", Kind::Numeric, "bytes after the first `?` (0 without a query)"),
+    ("query_param_count", Kind::Numeric, "non-empty `&`-separated query parameters"),
+    ("cookie_count", Kind::Numeric, "non-empty `;`-separated cookies over all cookie headers"),
+    ("cookie_length", Kind::Numeric, "bytes of all cookie header values"),
+    ("accept_language_count", Kind::Numeric, "non-empty `,`-separated accept-language entries"),
+    ("content_length", Kind::Numeric, "the content-length header as a number (missing if absent or not a number)"),
+    ("ua_length", Kind::Numeric, "bytes of the user-agent value (0 if absent)"),
+    ("http_protocol", Kind::Numeric, "request.protocol: 1.0, 1.1, 2, 3 (missing if unknown)"),
+    ("tls_version", Kind::Numeric, "connection.tls_version: 1.0–1.3, 0 for plaintext (missing if unknown)"),
+    ("sni_present", Kind::Numeric, "1 if the TLS client sent SNI, else 0"),
+    ("host_is_ip", Kind::Numeric, "1 if :authority is an IP literal, else 0 (missing without :authority)"),
+    ("header_present:<name>", Kind::Numeric, "1 if the named header is present, else 0"),
+    ("header_length:<name>", Kind::Numeric, "bytes of all values of the named header (0 if absent)"),
+    ("header_occurrences:<name>", Kind::Numeric, "how many times the named header occurs"),
+    ("method", Kind::Categorical, "the :method value"),
+    ("user_agent", Kind::Categorical, "the raw user-agent value (missing if absent)"),
+    ("ua_family", Kind::Categorical, "the user-agent's product family (chrome, firefox, curl, python-requests, …)"),
+    ("path_prefix", Kind::Categorical, "the first path segment with its slash, e.g. `/api`"),
+    ("header_order", Kind::Categorical, "the sequence of header names as sent, pseudo-headers excluded"),
+    ("source_prefix", Kind::Categorical, "source.address truncated to /24 (IPv4) or /48 (IPv6)"),
+    ("header_value:<name>", Kind::Categorical, "the first value of the named header, e.g. a country or ASN set by an earlier hop"),
+];
+
+impl Feature {
+    /// Parses a catalogue name; `None` if the filter cannot compute it.
+    pub fn parse(name: &str) -> Option<Feature> {
+        if let Some((prefix, header)) = name.split_once(':') {
+            // HTTP token characters, lower case (Envoy lower-cases header names).
+            let token = |b: u8| b.is_ascii_digit() || b.is_ascii_lowercase() || b"!#$%&'*+-.^_`|~".contains(&b);
+            let valid = !header.is_empty() && header.bytes().all(token);
+            if !valid {
+                return None;
+            }
+            let h = header.as_bytes().to_vec();
+            return match prefix {
+                "header_present" => Some(Feature::HeaderPresent(h)),
+                "header_length" => Some(Feature::HeaderLength(h)),
+                "header_occurrences" => Some(Feature::HeaderOccurrences(h)),
+                "header_value" => Some(Feature::HeaderValue(h)),
+                _ => None,
+            };
+        }
+        Some(match name {
+            "header_count" => Feature::HeaderCount,
+            "header_bytes" => Feature::HeaderBytes,
+            "path_length" => Feature::PathLength,
+            "path_depth" => Feature::PathDepth,
+            "query_length" => Feature::QueryLength,
+            "query_param_count" => Feature::QueryParamCount,
+            "cookie_count" => Feature::CookieCount,
+            "cookie_length" => Feature::CookieLength,
+            "accept_language_count" => Feature::AcceptLanguageCount,
+            "content_length" => Feature::ContentLength,
+            "ua_length" => Feature::UaLength,
+            "http_protocol" => Feature::HttpProtocol,
+            "tls_version" => Feature::TlsVersion,
+            "sni_present" => Feature::SniPresent,
+            "host_is_ip" => Feature::HostIsIp,
+            "method" => Feature::Method,
+            "user_agent" => Feature::UserAgent,
+            "ua_family" => Feature::UaFamily,
+            "path_prefix" => Feature::PathPrefix,
+            "header_order" => Feature::HeaderOrder,
+            "source_prefix" => Feature::SourcePrefix,
+            _ => return None,
+        })
+    }
+
+    pub fn kind(&self) -> Kind {
+        match self {
+            Feature::Method
+            | Feature::UserAgent
+            | Feature::UaFamily
+            | Feature::PathPrefix
+            | Feature::HeaderOrder
+            | Feature::SourcePrefix
+            | Feature::HeaderValue(_) => Kind::Categorical,
+            _ => Kind::Numeric,
+        }
+    }
+
+    /// The header a parameterised feature reads.
+    fn header(&self) -> Option<&[u8]> {
+        match self {
+            Feature::HeaderPresent(h) | Feature::HeaderLength(h) | Feature::HeaderOccurrences(h) | Feature::HeaderValue(h) => Some(h),
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_catalogue_name_parses_with_its_kind() {
+        for (name, kind, _) in CATALOGUE {
+            let name = name.replace("<name>", "x-test");
+            let f = Feature::parse(&name).unwrap_or_else(|| panic!("{name}"));
+            assert_eq!(f.kind(), *kind, "{name}");
+        }
+        assert_eq!(Feature::parse("header_present:X-Upper"), None);
+        assert_eq!(Feature::parse("header_present:"), None);
+        assert_eq!(Feature::parse("nope"), None);
+    }
+}

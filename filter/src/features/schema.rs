@@ -1,0 +1,119 @@
+//! A feature schema: the ordered feature vector a set of models reads, as slots over the
+//! catalogue. Categorical slots carry their bucket count, so one hashed feature can feed two
+//! models with different bucket counts (e.g. during a migration) while being hashed once.
+
+use super::extract::{FeaturePlan, FeatureValues, Properties};
+use super::hash::{bucket, HashKey};
+use super::{Feature, Kind};
+use crate::request::Request;
+
+/// Buckets are written into f32 features; beyond 2^24 they would stop being exact integers.
+pub const MAX_BUCKETS: u32 = 1 << 24;
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SchemaError {
+    #[error("feature `{0}` is not in the filter's feature catalogue")]
+    Unknown(String),
+    #[error("feature `{0}` is numeric in the catalogue but declared categorical")]
+    NotCategorical(String),
+    #[error("feature `{0}` is a hashed categorical but no bucket count is declared (compile with `edgescore compile --schema`)")]
+    NoBuckets(String),
+    #[error("feature `{name}` declares {buckets} buckets; at most {MAX_BUCKETS}")]
+    TooManyBuckets { name: String, buckets: u32 },
+}
+
+/// One position of the feature vector.
+#[derive(Debug, Clone)]
+pub struct Slot {
+    /// The catalogue name; `name/buckets` when the same categorical feature has several
+    /// bucket counts in one schema.
+    pub name: String,
+    pub buckets: u32,
+    feature: usize,
+}
+
+pub struct FeatureSchema {
+    key: HashKey,
+    plan: FeaturePlan,
+    slots: Vec<Slot>,
+    values: FeatureValues,
+}
+
+impl FeatureSchema {
+    pub fn new(hash_key: &[u8]) -> FeatureSchema {
+        FeatureSchema { key: HashKey::new(hash_key), plan: FeaturePlan::default(), slots: Vec::new(), values: FeatureValues::default() }
+    }
+
+    /// The slot of catalogue feature `name` (`buckets` 0 for numeric), added if new.
+    pub fn slot(&mut self, name: &str, buckets: u32) -> Result<usize, SchemaError> {
+        let feature = Feature::parse(name).ok_or_else(|| SchemaError::Unknown(name.to_string()))?;
+        match (feature.kind(), buckets) {
+            (Kind::Numeric, 0) | (Kind::Categorical, 1..=MAX_BUCKETS) => {}
+            (Kind::Numeric, _) => return Err(SchemaError::NotCategorical(name.to_string())),
+            (Kind::Categorical, 0) => return Err(SchemaError::NoBuckets(name.to_string())),
+            (Kind::Categorical, b) => return Err(SchemaError::TooManyBuckets { name: name.to_string(), buckets: b }),
+        }
+        let f = self.plan.add(feature);
+        if let Some(i) = self.slots.iter().position(|s| s.feature == f && s.buckets == buckets) {
+            return Ok(i);
+        }
+        let clash = self.slots.iter().any(|s| s.feature == f);
+        let slot_name = |b: u32| if b == 0 { name.to_string() } else { format!("{name}/{b}") };
+        if clash {
+            for s in self.slots.iter_mut().filter(|s| s.feature == f && !s.name.contains('/')) {
+                s.name = slot_name(s.buckets);
+            }
+        }
+        self.slots.push(Slot { name: if clash { slot_name(buckets) } else { name.to_string() }, buckets, feature: f });
+        self.values = self.plan.values();
+        Ok(self.slots.len() - 1)
+    }
+
+    pub fn slots(&self) -> &[Slot] {
+        &self.slots
+    }
+
+    /// The connection properties the schema reads.
+    pub fn properties(&self) -> Properties {
+        self.plan.properties()
+    }
+
+    /// Computes the feature vector of `req` into `out` (one value per slot; NaN = missing,
+    /// categoricals as bucket indices). No allocation.
+    pub fn compute(&mut self, req: &Request<'_>, out: &mut [f32]) {
+        self.plan.extract(req, &self.key, &mut self.values);
+        for (x, slot) in out.iter_mut().zip(&self.slots) {
+            *x = if slot.buckets == 0 {
+                self.values.numeric[slot.feature]
+            } else {
+                self.values.hash[slot.feature].map_or(f32::NAN, |h| bucket(h, slot.buckets) as f32)
+            };
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::request::HeaderMap;
+
+    #[test]
+    fn slots_share_features_and_name_bucket_clashes() {
+        let mut s = FeatureSchema::new(b"0123456789abcdef");
+        assert_eq!(s.slot("method", 16), Ok(0));
+        assert_eq!(s.slot("header_count", 0), Ok(1));
+        assert_eq!(s.slot("method", 16), Ok(0));
+        assert_eq!(s.slot("method", 64), Ok(2));
+        let names: Vec<&str> = s.slots().iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["method/16", "header_count", "method/64"]);
+        assert_eq!(s.slot("nope", 0), Err(SchemaError::Unknown("nope".into())));
+        assert_eq!(s.slot("header_count", 4), Err(SchemaError::NotCategorical("header_count".into())));
+        assert_eq!(s.slot("method", 0), Err(SchemaError::NoBuckets("method".into())));
+
+        let buf = HeaderMap::encode(&[(":method", "GET"), ("a", "b")]);
+        let mut out = [0f32; 3];
+        s.compute(&Request::new(HeaderMap::parse(&buf).unwrap()), &mut out);
+        let h = HashKey::new(b"0123456789abcdef").hash(b"GET");
+        assert_eq!(out, [bucket(h, 16) as f32, 1.0, bucket(h, 64) as f32]);
+    }
+}

@@ -1,0 +1,56 @@
+//! Metric ids, defined once per configuration. Envoy shows them in `/stats/prometheus` with its
+//! `wasmcustom` prefix: `edgescore.requests_scored` → `envoy_wasmcustom_edgescore_requests_scored`.
+
+use crate::scorer::ModelPolicy;
+use proxy_wasm::hostcalls::define_metric;
+use proxy_wasm::types::MetricType;
+
+/// Per model: requests it put in each action band, and its score histogram (per mille).
+pub struct ModelMetrics {
+    pub allow: u32,
+    pub tag: u32,
+    pub block: u32,
+    pub score_permille: u32,
+}
+
+pub struct Metrics {
+    pub requests_scored: u32,
+    pub decision_allow: u32,
+    pub decision_tag: u32,
+    pub decision_block: u32,
+    pub decision_shadow_block: u32,
+    pub errors: u32,
+    pub feature_log_lines: u32,
+    pub models: Vec<ModelMetrics>,
+}
+
+/// Defined at VM start so that a configuration refused before any model exists is counted.
+pub fn config_errors() -> Option<u32> {
+    define_metric(MetricType::Counter, "edgescore.config_errors").ok()
+}
+
+impl Metrics {
+    /// `define_metric` returns the existing id for a known name, so a reconfiguration reuses
+    /// the same counters.
+    pub fn define(models: &[ModelPolicy]) -> Metrics {
+        let counter = |name: &str| define_metric(MetricType::Counter, name).unwrap_or(u32::MAX);
+        Metrics {
+            requests_scored: counter("edgescore.requests_scored"),
+            decision_allow: counter("edgescore.decision.allow"),
+            decision_tag: counter("edgescore.decision.tag"),
+            decision_block: counter("edgescore.decision.block"),
+            decision_shadow_block: counter("edgescore.decision.shadow_block"),
+            errors: counter("edgescore.errors"),
+            feature_log_lines: counter("edgescore.feature_log.lines"),
+            models: models
+                .iter()
+                .map(|m| ModelMetrics {
+                    allow: counter(&format!("edgescore.model.{}.allow", m.name)),
+                    tag: counter(&format!("edgescore.model.{}.tag", m.name)),
+                    block: counter(&format!("edgescore.model.{}.block", m.name)),
+                    score_permille: define_metric(MetricType::Histogram, &format!("edgescore.model.{}.score_permille", m.name)).unwrap_or(u32::MAX),
+                })
+                .collect(),
+        }
+    }
+}
