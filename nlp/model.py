@@ -1,0 +1,160 @@
+"""The text classifier: encoder (tokenizer + ONNX Runtime) and head. No Ray, no HTTP.
+
+`TextClassifier.score_batch(texts)` is the one call the service makes per batch:
+- blank texts (nothing the tokenizer keeps) are answered `ok` without running the model;
+- every other text becomes one window, or several overlapping ones when it is longer than
+  `window_tokens`; a text's result is that of its most abusive window;
+- all windows of the batch run together, grouped so that each ONNX Runtime run is padded
+  only to its own longest window (never to a fixed 128 or 512).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from nlp.config import ConfigError, ModelConfig
+from nlp.encoder import ModelLoadError, OnnxEncoder
+from nlp.head import HeadFormatError, SoftmaxHead, softmax
+from nlp.model_files import DEFAULT_ENCODER_NAME, HEAD_PATH, ModelFileMissing, existing_file
+
+__all__ = ["ModelLoadError", "PreparedBatch", "Score", "TextClassifier"]
+
+
+@dataclass(frozen=True)
+class Score:
+    score: float  # 1 - P(ok): the abuse probability
+    label: str  # the most probable label
+    labels: dict[str, float]  # every label's probability
+    windows: int  # model windows the text took; 0 when answered without the model
+
+
+@dataclass(frozen=True)
+class PreparedBatch:
+    n_texts: int
+    windows: list[list[int]]
+    owners: list[int]  # the text index of each window
+
+    @property
+    def texts_with_tokens(self) -> int:
+        return len(set(self.owners))
+
+
+class TextClassifier:
+    def __init__(self, config: ModelConfig | None = None) -> None:
+        self.config = config = config or ModelConfig()
+        try:
+            self.encoder = OnnxEncoder(config)
+            if config.kind == "encoder":
+                head_path = (
+                    existing_file(config.head_path, "model.head_path")
+                    if config.head_path
+                    else HEAD_PATH
+                )
+                if not head_path.is_file():
+                    raise ModelFileMissing(f"{head_path} is missing: run python -m nlp.train_head")
+                self.head: SoftmaxHead | None = SoftmaxHead.load(head_path)
+                self.labels = self.head.labels
+                default_name = (
+                    f"{DEFAULT_ENCODER_NAME}+chat-head" if not config.onnx_path else self.encoder.onnx_path.stem
+                )
+                default_version = self.head.digest[:12]
+            else:
+                self.head = None
+                self.labels = config.labels or _labels_beside(self.encoder.onnx_path)
+                default_name = self.encoder.onnx_path.stem
+                default_version = _file_digest(self.encoder.onnx_path)[:12]
+            if config.ok_label not in self.labels:
+                raise ConfigError(
+                    f"model.ok_label {config.ok_label!r} is not one of the labels {self.labels}"
+                )
+            self._ok_index = self.labels.index(config.ok_label)
+            self.model_id = f"{config.name or default_name}@{config.version or default_version}"
+            # One real run now: a head that does not fit the encoder, or an ONNX file that
+            # loads but cannot run, fails here with its cause rather than on every request.
+            self.score_batch(["model load check"])
+        except (ConfigError, ModelLoadError, ModelFileMissing, HeadFormatError):
+            raise
+        except Exception as err:  # ORT, tokenizers and numpy raise their own types
+            raise ModelLoadError(f"loading the NLP model failed: {err}") from err
+
+    def score_batch(self, texts: Sequence[str]) -> list[Score]:
+        """One Score per text, in order; a text's result does not depend on its batch."""
+        return self.score_prepared(self.prepare(texts))
+
+    def prepare(self, texts: Sequence[str]) -> "PreparedBatch":
+        """Tokenise and window (cheap); the service counts windows before the model runs."""
+        windows, owners = self.encoder.windows(texts)
+        return PreparedBatch(n_texts=len(texts), windows=windows, owners=owners)
+
+    def score_prepared(self, batch: "PreparedBatch") -> list[Score]:
+        probabilities = self._probabilities(batch.windows)
+        abuse = 1.0 - probabilities[:, self._ok_index]
+        most_abusive: dict[int, int] = {}
+        window_counts: dict[int, int] = {}
+        for w, text_index in enumerate(batch.owners):
+            window_counts[text_index] = window_counts.get(text_index, 0) + 1
+            best = most_abusive.get(text_index)
+            if best is None or abuse[w] > abuse[best]:
+                most_abusive[text_index] = w
+
+        results = []
+        for text_index in range(batch.n_texts):
+            if text_index not in most_abusive:
+                results.append(self._blank_score())
+                continue
+            row = probabilities[most_abusive[text_index]]
+            results.append(
+                Score(
+                    score=float(abuse[most_abusive[text_index]]),
+                    label=self.labels[int(np.argmax(row))],
+                    labels={label: float(p) for label, p in zip(self.labels, row)},
+                    windows=window_counts[text_index],
+                )
+            )
+        return results
+
+    def _probabilities(self, windows: list[list[int]]) -> np.ndarray:
+        if not windows:
+            return np.zeros((0, len(self.labels)), dtype=np.float32)
+        outputs = self.encoder.run(windows)
+        if self.head is not None:
+            if outputs.shape[1] != self.head.dim:
+                raise ModelLoadError(
+                    f"the head expects {self.head.dim}-dimensional embeddings, the encoder "
+                    f"gives {outputs.shape[1]}: retrain it with python -m nlp.train_head"
+                )
+            return self.head.probabilities(outputs)
+        if outputs.shape[1] != len(self.labels):
+            raise ModelLoadError(f"{outputs.shape[1]} logits for {len(self.labels)} labels")
+        return softmax(outputs)
+
+    def _blank_score(self) -> Score:
+        labels = {label: 0.0 for label in self.labels}
+        labels[self.config.ok_label] = 1.0
+        return Score(score=0.0, label=self.config.ok_label, labels=labels, windows=0)
+
+
+def _labels_beside(onnx_path: Path) -> tuple[str, ...]:
+    """Labels from a HuggingFace config.json (id2label) beside a classifier's ONNX file."""
+    config_path = onnx_path.with_name("config.json")
+    if not config_path.is_file():
+        raise ConfigError(f"model.labels is not set and there is no config.json beside {onnx_path}")
+    id2label = json.loads(config_path.read_text()).get("id2label") or {}
+    try:
+        return tuple(id2label[key] for key in sorted(id2label, key=int))
+    except ValueError as err:
+        raise ConfigError(f"{config_path}: id2label keys are not integers") from err
+
+
+def _file_digest(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()

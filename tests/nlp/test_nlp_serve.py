@@ -1,0 +1,203 @@
+"""The real Ray Serve application on a local Ray head started by nlp.run (once per module).
+
+Everything binds to 127.0.0.1; the fixture's teardown stops the head through nlp.run and
+checks that no process of the supervisor's session is left.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from nlp.local_service import read_state
+from nlp.process_session import session_processes
+
+REPO = Path(__file__).resolve().parents[2]
+BENIGN = (
+    "We met at the library after school and worked through the chemistry worksheet. "
+    "Then we walked to the bus stop and planned the weekend trip to the mountains. "
+)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _run(*args: str, env: dict | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "nlp.run", *args], cwd=REPO, capture_output=True, text=True,
+        timeout=timeout, env=dict(os.environ, PYTHONPATH=str(REPO), **(env or {})),
+    )
+
+
+@pytest.fixture(scope="module")
+def service(tmp_path_factory):
+    state_dir = tmp_path_factory.mktemp("nlp-service")
+    port = _free_port()
+    started = _run("start", "--port", str(port), "--state-dir", str(state_dir), "--replicas", "1")
+    state = read_state(state_dir)
+    try:
+        assert started.returncode == 0, started.stdout + started.stderr
+        yield {"port": port, "state": state, "state_dir": state_dir}
+    finally:
+        stopped = _run("stop", "--state-dir", str(state_dir), timeout=120)
+        assert stopped.returncode == 0, stopped.stdout + stopped.stderr
+        if state:
+            assert session_processes(state["session"]) == []
+            assert not Path(state["ray_temp_dir"]).exists()
+
+
+def request(service, method: str, path: str, body: bytes | None = None, headers: dict | None = None,
+            chunked: bool = False) -> tuple[int, dict]:
+    conn = http.client.HTTPConnection("127.0.0.1", service["port"], timeout=120)
+    try:
+        if chunked:
+            conn.putrequest(method, path)
+            conn.putheader("Transfer-Encoding", "chunked")
+            conn.endheaders()
+            for start in range(0, len(body), 8192):
+                piece = body[start : start + 8192]
+                conn.send(f"{len(piece):x}\r\n".encode() + piece + b"\r\n")
+            conn.send(b"0\r\n\r\n")
+        else:
+            conn.request(method, path, body=body, headers=headers or {})
+        response = conn.getresponse()
+        return response.status, json.loads(response.read() or b"null")
+    finally:
+        conn.close()
+
+
+def score(service, text: str) -> dict:
+    status, payload = request(service, "POST", "/score", json.dumps({"text": text}).encode(),
+                              {"Content-Type": "application/json"})
+    assert status == 200, payload
+    return payload
+
+
+def stats(service) -> dict:
+    status, payload = request(service, "GET", "/stats")
+    assert status == 200
+    return payload
+
+
+def test_score_contract(service):
+    result = score(service, "i know where you live and im coming for you")
+    assert set(result) == {"score", "label", "labels", "model"}
+    assert result["label"] == "threat" and result["score"] > 0.5
+    assert set(result["labels"]) == {"toxic", "threat", "sexual", "spam", "ok"}
+    assert abs(result["score"] - (1 - result["labels"]["ok"])) < 1e-6
+    assert result["model"].startswith("all-MiniLM-L6-v2-int8+chat-head@")
+    assert score(service, "gg wp, nice game everyone")["label"] == "ok"
+
+
+def test_health(service):
+    status, payload = request(service, "GET", "/healthz")
+    assert status == 200 and payload["status"] == "ok"
+
+
+@pytest.mark.parametrize(
+    "body,code",
+    [(b"{not json", "invalid_json"), (b'{"message": "hi"}', "missing_text"),
+     (b'{"text": 42}', "text_not_string"), (b"", "empty_body"), (b"\x89PNG\r\n\x1a\n", "invalid_utf8")],
+)
+def test_bad_requests(service, body, code):
+    status, payload = request(service, "POST", "/score", body)
+    assert status == 400 and payload["error"] == code and payload["message"]
+
+
+def test_oversize_body_is_413_declared_or_chunked(service):
+    big = json.dumps({"text": "a" * 70_000}).encode()
+    status, payload = request(service, "POST", "/score", big)
+    assert status == 413 and payload["error"] == "too_large"
+    status, payload = request(service, "POST", "/score", big, chunked=True)
+    assert status == 413 and payload["error"] == "too_large"
+
+
+def test_wrong_method_and_route(service):
+    assert request(service, "GET", "/score")[0] == 405
+    assert request(service, "POST", "/healthz", b"{}")[0] == 405
+    assert request(service, "GET", "/nope")[0] == 404
+
+
+def test_stats_count_score_requests_only(service):
+    before = stats(service)
+    request(service, "GET", "/healthz")
+    request(service, "GET", "/stats")
+    request(service, "GET", "/score")  # 405: never reaches the model
+    assert stats(service)["requests"] == before["requests"]
+    score(service, "hello")
+    score(service, "   ")
+    request(service, "POST", "/score", b"{oops")
+    after = stats(service)
+    assert after["requests"] == before["requests"] + 3
+    assert after["scored"] == before["scored"] + 2
+    assert after["blank"] == before["blank"] + 1
+    assert after["model_texts"] == before["model_texts"] + 1
+    assert after["rejected"] == before["rejected"] + 1
+
+
+def test_concurrent_requests_are_batched_and_score_the_same(service):
+    texts = [f"message number {i}: {t}" for i, t in enumerate(
+        ["hey whats up", "ur trash uninstall", "free robux at my site", "see you tomorrow",
+         "send me pics", "can someone help with the quest"] * 4)]
+    alone = [score(service, t) for t in texts]
+    before = stats(service)
+    with ThreadPoolExecutor(max_workers=len(texts)) as pool:
+        together = list(pool.map(lambda t: score(service, t), texts))
+    after = stats(service)
+    for a, b in zip(alone, together):
+        assert a["label"] == b["label"]
+        assert abs(a["score"] - b["score"]) <= 1e-5
+    assert after["model_texts"] - before["model_texts"] == len(texts)
+    assert after["batches"] - before["batches"] < len(texts)  # some requests shared a batch
+
+
+def test_long_text_is_windowed_and_flagged(service):
+    before = stats(service)
+    result = score(service, BENIGN * 30 + "Send nudes or I will post your address everywhere.")
+    assert result["score"] > 0.5 and result["label"] != "ok"
+    after = stats(service)
+    assert after["long_texts"] == before["long_texts"] + 1
+    assert after["windows"] - before["windows"] > 10
+
+
+def test_broken_model_fails_the_deploy_once_with_a_clear_error(service, tmp_path):
+    bad_head = tmp_path / "broken-head.npz"
+    bad_head.write_bytes(b"this is not an npz file")
+    config = tmp_path / "broken.yaml"
+    config.write_text(
+        "applications:\n"
+        "  - name: broken\n"
+        "    route_prefix: /broken\n"
+        "    import_path: nlp.app:build_app\n"
+        f"    args: {{model: {{head_path: '{bad_head}'}}}}\n"
+    )
+    started_at = time.monotonic()
+    deployed = _run("start", "--config", str(config), "--state-dir", str(tmp_path / "state"),
+                    env={"RAY_ADDRESS": service["state"]["gcs_address"], "RAY_AUTH_MODE": "token"},
+                    timeout=240)
+    assert deployed.returncode == 1
+    assert "broken-head.npz" in deployed.stderr and "not a softmax head file" in deployed.stderr
+    assert time.monotonic() - started_at < 180
+    # Serve tried the constructor once and gave up: no restart loop.
+    logs = Path(service["state"]["ray_temp_dir"]).glob("session_latest/logs/serve/controller_*.log")
+    starts = [
+        line
+        for log in logs
+        for line in log.read_text().splitlines()
+        if "Starting Replica(" in line and "deployment='TextScorer', app='broken'" in line
+    ]
+    assert len(starts) == 1, starts
+    # The healthy application is untouched.
+    assert score(service, "hello again")["label"] == "ok"
