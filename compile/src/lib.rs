@@ -1,8 +1,10 @@
 //! The `edgescore` CLI's library: model readers, and the commands built on them, so tests and
 //! benches call exactly what the CLI runs.
+pub mod features;
 pub mod inspect;
 pub mod readers;
 pub mod rows;
+pub mod schema;
 
 use anyhow::{Context, Result};
 use edgescore_filter::ir::ModelIr;

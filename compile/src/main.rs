@@ -3,7 +3,7 @@
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 use edgescore_compile::readers::Format;
-use edgescore_compile::{inspect, rows};
+use edgescore_compile::{features, inspect, rows, schema};
 use edgescore_filter::Model;
 use std::io::Write;
 use std::path::PathBuf;
@@ -31,6 +31,27 @@ enum Command {
         /// Version string recorded in the artifact.
         #[arg(long)]
         version: Option<String>,
+        /// Feature schema (JSON): the filter's feature names in column order and the bucket
+        /// count of each hashed categorical. Needed for models the filter will run.
+        #[arg(long)]
+        schema: Option<PathBuf>,
+    },
+    /// Compute the filter's feature vectors for recorded requests (JSON lines) as CSV.
+    Features {
+        /// Feature schema (JSON), or an artifact whose features to compute.
+        #[arg(long, required_unless_present = "list")]
+        schema: Option<PathBuf>,
+        /// The filter's `hash_key` (categorical buckets depend on it).
+        #[arg(long, env = "EDGESCORE_HASH_KEY", required_unless_present = "list")]
+        hash_key: Option<String>,
+        /// Requests, one JSON object per line (`-` = stdin).
+        #[arg(long, default_value = "-")]
+        requests: PathBuf,
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+        /// Print the feature catalogue instead.
+        #[arg(long)]
+        list: bool,
     },
     /// Describe an artifact: trees, nodes, depths, features, size, checksum.
     Inspect {
@@ -65,7 +86,7 @@ fn load_artifact(path: &PathBuf) -> Result<Model> {
 
 fn run(cli: Cli) -> Result<()> {
     match cli.command {
-        Command::Compile { model, output, format, name, version } => {
+        Command::Compile { model, output, format, name, version, schema } => {
             let start = Instant::now();
             let mut ir = edgescore_compile::load_model(&model, format)?;
             ir.name = name.unwrap_or_else(|| {
@@ -74,6 +95,10 @@ fn run(cli: Cli) -> Result<()> {
             });
             if let Some(v) = version {
                 ir.version = v;
+            }
+            if let Some(path) = schema {
+                let s = schema::SchemaFile::read(&path)?;
+                schema::apply(&mut ir, &s).with_context(|| format!("{} does not fit schema {}", model.display(), path.display()))?;
             }
             let bytes = edgescore_compile::compile(&ir).with_context(|| format!("cannot compile {}", model.display()))?;
             // Validate what we wrote, exactly as the filter will.
@@ -94,6 +119,38 @@ fn run(cli: Cli) -> Result<()> {
                 e.checksum(),
                 start.elapsed().as_secs_f64() * 1e3
             );
+        }
+        Command::Features { list: true, .. } => {
+            for (name, kind, meaning) in edgescore_filter::features::CATALOGUE {
+                println!("{name:<28} {:<12} {meaning}", format!("{kind:?}").to_lowercase());
+            }
+        }
+        Command::Features { schema, hash_key, requests, output, .. } => {
+            let path = schema.context("--schema is required")?;
+            let s = if path.extension().is_some_and(|e| e == "esm") {
+                let model = load_artifact(&path)?;
+                let e = model.ensemble();
+                schema::SchemaFile {
+                    features: (0..e.n_features())
+                        .map(|i| schema::SchemaFeature { name: e.feature_name(i).to_string(), buckets: e.features()[i].buckets })
+                        .collect(),
+                }
+            } else {
+                schema::SchemaFile::read(&path)?
+            };
+            let key = hash_key.context("--hash-key is required")?;
+            let input: Box<dyn std::io::BufRead> = if requests.as_os_str() == "-" {
+                Box::new(std::io::stdin().lock())
+            } else {
+                Box::new(std::io::BufReader::new(
+                    std::fs::File::open(&requests).with_context(|| format!("cannot read {}", requests.display()))?,
+                ))
+            };
+            let out: Box<dyn Write> = match &output {
+                Some(p) => Box::new(std::io::BufWriter::new(std::fs::File::create(p).with_context(|| format!("cannot write {}", p.display()))?)),
+                None => Box::new(std::io::BufWriter::new(std::io::stdout().lock())),
+            };
+            features::write_table(&s, &key, input, out)?;
         }
         Command::Inspect { artifact, json } => {
             let model = load_artifact(&artifact)?;

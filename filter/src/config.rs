@@ -67,6 +67,9 @@ pub struct PluginConfig {
     #[serde(default)]
     pub feature_log: FeatureLogConfig,
     pub models: Vec<ModelConfig>,
+    /// The text path: qualifying bodies go to the NLP service (absent: no text scoring).
+    #[serde(default)]
+    pub text: Option<crate::text::TextConfig>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -159,6 +162,12 @@ impl PluginConfig {
                 if !(200..=599).contains(&s) {
                     return Err(ConfigError::new(format!("models[{i}].status"), format!("{s} is not an HTTP status (200-599)")));
                 }
+            }
+        }
+        if let Some(t) = &self.text {
+            t.check()?;
+            if [&self.headers.scores, &self.headers.decision].contains(&&t.header) {
+                return Err(ConfigError::new("text.header", "must differ from the other edgescore headers"));
             }
         }
         Ok(())

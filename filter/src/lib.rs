@@ -14,6 +14,7 @@ pub mod ir;
 pub mod model_set;
 pub mod request;
 pub mod scorer;
+pub mod text;
 
 #[cfg(target_arch = "wasm32")]
 mod wasm;

@@ -2,6 +2,9 @@
 //! written by the real training library, the rows it was asked about (`rows.csv`) and its own
 //! answers (`expected.csv`, `expected_raw.csv`), all produced by `tests/gen_fixtures.py`.
 
+pub mod filter_models;
+pub mod proxy_host;
+
 use anyhow::{Context, Result};
 use edgescore_compile::readers::Format;
 use edgescore_filter::Model;

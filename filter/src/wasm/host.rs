@@ -9,6 +9,10 @@ const OK: u32 = 0;
 
 /// proxy-wasm map types.
 pub const REQUEST_HEADERS: u32 = 0;
+pub const HTTP_CALL_RESPONSE_HEADERS: u32 = 6;
+/// proxy-wasm buffer types.
+pub const REQUEST_BODY: u32 = 0;
+pub const HTTP_CALL_RESPONSE_BODY: u32 = 4;
 
 #[link(wasm_import_module = "env")]
 extern "C" {
@@ -17,6 +21,22 @@ extern "C" {
     fn proxy_get_property(path: *const u8, path_size: usize, data: *mut *mut u8, size: *mut usize) -> u32;
     fn proxy_set_property(path: *const u8, path_size: usize, value: *const u8, value_size: usize) -> u32;
     fn proxy_increment_metric(id: u32, offset: i64) -> u32;
+    fn proxy_get_buffer_bytes(buffer_type: u32, start: usize, max_size: usize, data: *mut *mut u8, size: *mut usize) -> u32;
+    fn proxy_continue_stream(stream_type: u32) -> u32;
+    fn proxy_get_current_time_nanoseconds(time: *mut u64) -> u32;
+    #[allow(clippy::too_many_arguments)]
+    fn proxy_http_call(
+        upstream: *const u8,
+        upstream_size: usize,
+        headers: *const u8,
+        headers_size: usize,
+        body: *const u8,
+        body_size: usize,
+        trailers: *const u8,
+        trailers_size: usize,
+        timeout_ms: u32,
+        token: *mut u32,
+    ) -> u32;
     fn proxy_record_metric(id: u32, value: u64) -> u32;
     #[allow(clippy::too_many_arguments)]
     fn proxy_send_local_response(
@@ -105,4 +125,48 @@ pub fn send_local_response(status: u32, details: &[u8], body: &[u8], headers: &[
         proxy_send_local_response(status, details.as_ptr(), details.len(), body.as_ptr(), body.len(), headers.as_ptr(), headers.len(), -1)
             == OK
     }
+}
+
+pub fn buffer(buffer_type: u32, start: usize, max: usize) -> Option<HostBuffer> {
+    let (mut ptr, mut len) = (core::ptr::null_mut(), 0);
+    // SAFETY: out-params are valid for writes.
+    let status = unsafe { proxy_get_buffer_bytes(buffer_type, start, max, &mut ptr, &mut len) };
+    take(status, ptr, len)
+}
+
+/// Resumes the request held by `on_http_request_headers`/`_body`. After a stream reset Envoy
+/// answers NotFound; that is not an error worth a trap.
+pub fn continue_request() -> bool {
+    // SAFETY: plain value; 0 = StreamType::HttpRequest.
+    unsafe { proxy_continue_stream(0) == OK }
+}
+
+pub fn now_ns() -> u64 {
+    let mut t = 0;
+    // SAFETY: out-param valid for writes.
+    unsafe { proxy_get_current_time_nanoseconds(&mut t) };
+    t
+}
+
+/// Starts a call to `cluster`; `headers` is a serialised map with :method, :path, :authority.
+/// `None` when Envoy refuses it (unknown cluster, bad headers).
+pub fn http_call(cluster: &[u8], headers: &[u8], body: &[u8], timeout_ms: u32) -> Option<u32> {
+    let mut token = 0;
+    let no_trailers = [0u8; 4];
+    // SAFETY: all slices valid for reads, token valid for writes.
+    let status = unsafe {
+        proxy_http_call(
+            cluster.as_ptr(),
+            cluster.len(),
+            headers.as_ptr(),
+            headers.len(),
+            body.as_ptr(),
+            body.len(),
+            no_trailers.as_ptr(),
+            no_trailers.len(),
+            timeout_ms,
+            &mut token,
+        )
+    };
+    (status == OK).then_some(token)
 }

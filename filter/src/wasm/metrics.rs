@@ -22,6 +22,24 @@ pub struct Metrics {
     pub errors: u32,
     pub feature_log_lines: u32,
     pub models: Vec<ModelMetrics>,
+    pub text: TextMetrics,
+}
+
+/// The text path: calls to the NLP service and what came back.
+pub struct TextMetrics {
+    pub calls: u32,
+    pub errors: u32,
+    pub timeouts: u32,
+    pub latency_ms: u32,
+    pub skipped_empty: u32,
+    /// Per configured label (in the config's order): requests where it crossed its threshold.
+    pub labels: Vec<u32>,
+}
+
+/// A counter for the service's answer label, defined on first use (the service may answer with
+/// labels the configuration does not name).
+pub fn text_verdict(label: &str) -> u32 {
+    define_metric(MetricType::Counter, &format!("edgescore.text.verdict.{label}")).unwrap_or(u32::MAX)
 }
 
 /// Defined at VM start so that a configuration refused before any model exists is counted.
@@ -32,7 +50,7 @@ pub fn config_errors() -> Option<u32> {
 impl Metrics {
     /// `define_metric` returns the existing id for a known name, so a reconfiguration reuses
     /// the same counters.
-    pub fn define(models: &[ModelPolicy]) -> Metrics {
+    pub fn define(models: &[ModelPolicy], text_labels: &[&str]) -> Metrics {
         let counter = |name: &str| define_metric(MetricType::Counter, name).unwrap_or(u32::MAX);
         Metrics {
             requests_scored: counter("edgescore.requests_scored"),
@@ -51,6 +69,14 @@ impl Metrics {
                     score_permille: define_metric(MetricType::Histogram, &format!("edgescore.model.{}.score_permille", m.name)).unwrap_or(u32::MAX),
                 })
                 .collect(),
+            text: TextMetrics {
+                calls: counter("edgescore.text.calls"),
+                errors: counter("edgescore.text.errors"),
+                timeouts: counter("edgescore.text.timeouts"),
+                latency_ms: define_metric(MetricType::Histogram, "edgescore.text.latency_ms").unwrap_or(u32::MAX),
+                skipped_empty: counter("edgescore.text.skipped_empty"),
+                labels: text_labels.iter().map(|l| counter(&format!("edgescore.text.label.{l}"))).collect(),
+            },
         }
     }
 }

@@ -6,6 +6,7 @@ use super::metrics::{self, Metrics};
 use super::stream::Stream;
 use crate::config::PluginConfig;
 use crate::scorer::Scorer;
+use crate::text::TextConfig;
 use proxy_wasm::hostcalls;
 use proxy_wasm::traits::{Context, HttpContext, RootContext};
 use proxy_wasm::types::{ContextType, LogLevel};
@@ -18,6 +19,7 @@ pub struct Active {
     pub metrics: Metrics,
     /// Serialised headers of a local reply (reused).
     pub reply_headers: Vec<u8>,
+    pub text: Option<TextConfig>,
 }
 
 #[derive(Default)]
@@ -40,9 +42,9 @@ impl RootContext for Plugin {
             .get_current_time()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0x9e37_79b9_7f4a_7c15, |d| d.as_nanos() as u64);
-        let built = PluginConfig::parse(&json).and_then(|cfg| Scorer::new(&cfg, seed));
+        let built = PluginConfig::parse(&json).and_then(|cfg| Ok((Scorer::new(&cfg, seed)?, cfg.text)));
         match built {
-            Ok(scorer) => {
+            Ok((scorer, text)) => {
                 let models: Vec<&str> = scorer.models().iter().map(|m| m.id.as_str()).collect();
                 let _ = hostcalls::log(
                     LogLevel::Info,
@@ -54,8 +56,9 @@ impl RootContext for Plugin {
                         scorer.mode()
                     ),
                 );
-                let metrics = Metrics::define(scorer.models());
-                *self.active.borrow_mut() = Some(Active { scorer, metrics, reply_headers: Vec::with_capacity(256) });
+                let labels: Vec<&str> = text.iter().flat_map(|t| t.labels.keys().map(String::as_str)).collect();
+                let metrics = Metrics::define(scorer.models(), &labels);
+                *self.active.borrow_mut() = Some(Active { scorer, metrics, reply_headers: Vec::with_capacity(256), text });
                 true
             }
             Err(e) => {

@@ -1,12 +1,18 @@
-//! One HTTP request: read the headers and properties the models need, score, act. Nothing here
-//! allocates (host buffers come from the arena, see `heap`) and nothing panics: a request the
-//! filter cannot read gets the configured `on_error` behaviour and a counted metric.
+//! One HTTP request: read the headers and properties the models need, score, act; then, for a
+//! request whose body qualifies for the text path, hold it until the NLP service answers.
+//!
+//! The tree path allocates nothing (host buffers come from the arena, see `heap`) and nothing
+//! here panics: a request the filter cannot read gets the configured `on_error` behaviour, an
+//! NLP call that fails gets `text.fail_open`, and both are counted.
 
 use super::heap::host_buffers;
-use super::host::{self, REQUEST_HEADERS};
+use super::host::{self, HTTP_CALL_RESPONSE_BODY, HTTP_CALL_RESPONSE_HEADERS, REQUEST_BODY, REQUEST_HEADERS};
+use super::metrics;
 use super::plugin::Active;
 use crate::config::{ActionKind, Mode, OnError};
 use crate::request::{HeaderMap, Request};
+use crate::scorer::action_name;
+use crate::text::{self, BodyKind, Combine, TextVerdict};
 use proxy_wasm::traits::{Context, HttpContext};
 use proxy_wasm::types::Action;
 use std::cell::RefCell;
@@ -17,27 +23,37 @@ use std::rc::Rc;
 const STATE_SCORES: &[u8] = b"edgescore.scores";
 const STATE_DECISION: &[u8] = b"edgescore.decision";
 const STATE_FEATURES: &[u8] = b"edgescore.features";
+const STATE_TEXT: &[u8] = b"edgescore.text";
 
 const ERROR_DECISION: &[u8] = b"error";
 const ERROR_BODY: &[u8] = b"edgescore: the request could not be scored\n";
+const TEXT_ERROR_BODY: &[u8] = b"edgescore: the text of the request could not be scored\n";
+
+/// Where a request is on the text path.
+#[derive(Clone, Copy)]
+enum TextState {
+    /// Not on the text path (or finished).
+    None,
+    /// Headers held; waiting for the body. Keeps the tree action for combining.
+    AwaitingBody { kind: BodyKind, tree: ActionKind },
+    /// Call in flight.
+    Calling { token: u32, started_ns: u64, tree: ActionKind },
+}
 
 pub struct Stream {
     active: Rc<RefCell<Option<Active>>>,
+    text: TextState,
 }
 
 impl Stream {
     pub fn new(active: Rc<RefCell<Option<Active>>>) -> Stream {
-        Stream { active }
+        Stream { active, text: TextState::None }
     }
-}
 
-impl Context for Stream {}
-
-impl HttpContext for Stream {
-    fn on_http_request_headers(&mut self, _num_headers: usize, _end_of_stream: bool) -> Action {
+    fn with_active(&mut self, f: impl FnOnce(&mut Active, &mut TextState) -> Action) -> Action {
         match self.active.try_borrow_mut() {
             Ok(mut active) => match active.as_mut() {
-                Some(a) => a.on_request_headers(),
+                Some(a) => f(a, &mut self.text),
                 None => Action::Continue,
             },
             Err(_) => Action::Continue,
@@ -45,8 +61,35 @@ impl HttpContext for Stream {
     }
 }
 
+impl Context for Stream {
+    fn on_http_call_response(&mut self, token: u32, num_headers: usize, body_size: usize, _num_trailers: usize) {
+        let TextState::Calling { token: t, started_ns, tree } = self.text else { return };
+        if t != token {
+            return;
+        }
+        self.text = TextState::None;
+        if let Ok(mut active) = self.active.try_borrow_mut() {
+            if let Some(a) = active.as_mut() {
+                a.on_text_verdict(num_headers, body_size, started_ns, tree);
+                return;
+            }
+        }
+        host::continue_request();
+    }
+}
+
+impl HttpContext for Stream {
+    fn on_http_request_headers(&mut self, _num_headers: usize, end_of_stream: bool) -> Action {
+        self.with_active(|a, text| a.on_request_headers(end_of_stream, text))
+    }
+
+    fn on_http_request_body(&mut self, body_size: usize, end_of_stream: bool) -> Action {
+        self.with_active(|a, text| a.on_request_body(body_size, end_of_stream, text))
+    }
+}
+
 impl Active {
-    fn on_request_headers(&mut self) -> Action {
+    fn on_request_headers(&mut self, end_of_stream: bool, text: &mut TextState) -> Action {
         let props = self.scorer.properties();
         let fetch = |wanted: bool, path: &[u8]| if wanted { host::property(path) } else { None };
         let (headers, protocol, tls, sni, source) = host_buffers(|| {
@@ -105,14 +148,151 @@ impl Active {
             ActionKind::Block if enforce => m.decision_block,
             ActionKind::Block => m.decision_shadow_block,
         });
-        match (verdict.action, verdict.by) {
-            (ActionKind::Block, Some(i)) if enforce => {
+        if let (ActionKind::Block, Some(i)) = (verdict.action, verdict.by) {
+            if enforce {
                 let policy = &s.models()[i];
                 HeaderMap::encode_into(&mut self.reply_headers, &[(names.decision.as_bytes(), s.decision_header())]);
                 host::send_local_response(policy.status as u32, b"edgescore_block", &policy.body, &self.reply_headers);
+                return Action::Pause;
+            }
+        }
+        // The text path: only qualifying requests with a body wait; everything else goes on.
+        if let Some(t) = &self.text {
+            let gated = t.combine == Combine::TreeGated && verdict.action == ActionKind::Allow;
+            if !end_of_stream && !gated {
+                if let Some(kind) = t.qualifies(map.get(b":method").unwrap_or_default(), map.get(b"content-type")) {
+                    *text = TextState::AwaitingBody { kind, tree: verdict.action };
+                    // Holding the headers needs `allow_on_headers_stop_iteration: true` in the
+                    // Wasm filter config (Envoy >= 1.35): otherwise Envoy sends them upstream
+                    // before the body arrives and the text header could not be added.
+                    return Action::Pause;
+                }
+            }
+        }
+        Action::Continue
+    }
+
+    fn on_request_body(&mut self, body_size: usize, end_of_stream: bool, text: &mut TextState) -> Action {
+        let (kind, tree) = match *text {
+            TextState::AwaitingBody { kind, tree } => (kind, tree),
+            // More body while the call is in flight: keep buffering until the verdict.
+            TextState::Calling { .. } => return Action::Pause,
+            TextState::None => return Action::Continue,
+        };
+        let Some(t) = &self.text else { return Action::Continue };
+        let max = t.max_body_bytes as usize;
+        if !end_of_stream && body_size < max {
+            return Action::Pause;
+        }
+        let body = host::buffer(REQUEST_BODY, 0, body_size.min(max));
+        let content = t.extract(kind, body.as_ref().map_or(&[][..], |b| b.bytes()));
+        drop(body);
+        if content.trim().is_empty() {
+            *text = TextState::None;
+            host::increment(self.metrics.text.skipped_empty);
+            return Action::Continue;
+        }
+        let mut call_headers = Vec::new();
+        HeaderMap::encode_into(
+            &mut call_headers,
+            &[
+                (":method", "POST"),
+                (":path", t.path.as_str()),
+                (":authority", t.authority.as_str()),
+                ("content-type", "application/json"),
+            ],
+        );
+        host::increment(self.metrics.text.calls);
+        match host::http_call(t.cluster.as_bytes(), &call_headers, &text::request_body(&content), t.timeout_ms) {
+            Some(token) => {
+                *text = TextState::Calling { token, started_ns: host::now_ns(), tree };
                 Action::Pause
             }
-            _ => Action::Continue,
+            None => {
+                *text = TextState::None;
+                self.text_failed(b"error=dispatch")
+            }
+        }
+    }
+
+    /// The NLP service answered (or the call failed: Envoy reports a timeout or reset as a
+    /// response without headers).
+    fn on_text_verdict(&mut self, num_headers: usize, body_size: usize, started_ns: u64, tree: ActionKind) {
+        let Some(t) = &self.text else {
+            host::continue_request();
+            return;
+        };
+        let elapsed_ms = host::now_ns().saturating_sub(started_ns) / 1_000_000;
+        host::record(self.metrics.text.latency_ms, elapsed_ms);
+        if num_headers == 0 {
+            // Envoy's onFailure (reset, no healthy upstream, …) arrives without headers.
+            if matches!(self.text_failed(b"error=unavailable"), Action::Continue) {
+                host::continue_request();
+            }
+            return;
+        }
+        let headers = host::header_pairs(HTTP_CALL_RESPONSE_HEADERS);
+        let status: [u8; 3] = headers
+            .as_ref()
+            .and_then(|b| HeaderMap::parse(b.bytes()).ok())
+            .and_then(|m| m.get(b":status"))
+            .and_then(|s| s.try_into().ok())
+            .unwrap_or(*b"000");
+        drop(headers);
+        // Envoy reports the call's timeout as a 504 response from its router, not a failure.
+        if status == *b"504" && elapsed_ms + 5 >= t.timeout_ms as u64 {
+            host::increment(self.metrics.text.timeouts);
+        }
+        let ok_status = status[0] == b'2';
+        let body = host::buffer(HTTP_CALL_RESPONSE_BODY, 0, body_size);
+        let verdict = if ok_status { body.as_ref().and_then(|b| TextVerdict::parse(b.bytes())) } else { None };
+        let Some(verdict) = verdict else {
+            if matches!(self.text_failed(if ok_status { b"error=bad_answer" } else { b"error=status" }), Action::Continue) {
+                host::continue_request();
+            }
+            return;
+        };
+        let (action, label) = t.decide(&verdict);
+        let value = verdict.header_value();
+        host::replace_header(REQUEST_HEADERS, t.header.as_bytes(), value.as_bytes());
+        host::set_property(STATE_TEXT, value.as_bytes());
+        host::increment(metrics::text_verdict(&verdict.label));
+        if let Some(label) = &label {
+            if let Some(i) = t.labels.keys().position(|l| l == label) {
+                host::increment(self.metrics.text.labels[i]);
+            }
+        }
+        // The text verdict only strengthens the tree decision.
+        if action > tree {
+            let shadow = self.scorer.mode() == Mode::Shadow && action == ActionKind::Block;
+            let decision = format!("{};text={}{}", action_name(action), label.unwrap_or_default(), if shadow { ";shadow" } else { "" });
+            let names = self.scorer.header_names();
+            host::replace_header(REQUEST_HEADERS, names.decision.as_bytes(), decision.as_bytes());
+            host::set_property(STATE_DECISION, decision.as_bytes());
+            if action == ActionKind::Block && !shadow {
+                host::increment(self.metrics.decision_block);
+                HeaderMap::encode_into(&mut self.reply_headers, &[(names.decision.as_bytes(), decision.as_bytes())]);
+                host::send_local_response(t.block_status() as u32, b"edgescore_text_block", t.block_body(), &self.reply_headers);
+                return;
+            }
+        }
+        host::continue_request();
+    }
+
+    /// The NLP call failed: count it, mark it, fail open (continue) or closed (503). The caller
+    /// resumes the request when it is outside a request callback.
+    fn text_failed(&mut self, why: &[u8]) -> Action {
+        host::increment(self.metrics.text.errors);
+        let Some(t) = &self.text else { return Action::Continue };
+        host::replace_header(REQUEST_HEADERS, t.header.as_bytes(), why);
+        host::set_property(STATE_TEXT, why);
+        if t.fail_open {
+            Action::Continue
+        } else {
+            let names = self.scorer.header_names();
+            HeaderMap::encode_into(&mut self.reply_headers, &[(names.decision.as_bytes(), ERROR_DECISION)]);
+            host::send_local_response(503, b"edgescore_text_unavailable", TEXT_ERROR_BODY, &self.reply_headers);
+            Action::Pause
         }
     }
 

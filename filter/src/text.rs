@@ -1,0 +1,277 @@
+//! The text path's decisions, apart from Envoy: which requests qualify, what text a body holds,
+//! what the NLP service answered and what that verdict triggers. The glue (`wasm/`) does the
+//! buffering and the call.
+
+use crate::config::{ActionKind, ConfigError, DEFAULT_BLOCK_BODY, DEFAULT_BLOCK_STATUS};
+use serde::Deserialize;
+use std::collections::BTreeMap;
+
+/// How the text verdict meets the tree decision.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Combine {
+    /// Every qualifying request is sent; the strongest of the tree and text actions applies.
+    #[default]
+    Strongest,
+    /// Only requests some tree model tagged or blocked (in shadow mode) are sent: the
+    /// transformer confirms what the trees suspect, at a fraction of the NLP load.
+    TreeGated,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LabelRule {
+    pub threshold: f64,
+    #[serde(default)]
+    pub action: ActionKind,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TextConfig {
+    /// Envoy cluster of the NLP service (Ray Serve proxies).
+    pub cluster: String,
+    #[serde(default = "default_path")]
+    pub path: String,
+    /// `:authority` of the call.
+    #[serde(default = "default_authority")]
+    pub authority: String,
+    #[serde(default = "default_timeout")]
+    pub timeout_ms: u32,
+    /// On timeout, 5xx, connection failure or an unparseable answer: pass the request on
+    /// (true) or reply 503 (false).
+    #[serde(default = "default_true")]
+    pub fail_open: bool,
+    #[serde(default = "default_methods")]
+    pub methods: Vec<String>,
+    /// `text/*` bodies are sent whole (up to `max_body_bytes`).
+    #[serde(default = "default_true")]
+    pub plain_text: bool,
+    /// String fields taken from `application/json` bodies (top-level keys or dotted paths;
+    /// arrays of strings are joined). Empty: JSON bodies do not qualify.
+    #[serde(default = "default_fields")]
+    pub json_fields: Vec<String>,
+    /// Fields taken from `application/x-www-form-urlencoded` bodies.
+    #[serde(default = "default_fields")]
+    pub form_fields: Vec<String>,
+    #[serde(default = "default_max_body")]
+    pub max_body_bytes: u32,
+    /// Per label of the service's `labels`: threshold and action.
+    pub labels: BTreeMap<String, LabelRule>,
+    #[serde(default)]
+    pub combine: Combine,
+    #[serde(default = "default_header")]
+    pub header: String,
+    #[serde(default)]
+    pub status: Option<u16>,
+    #[serde(default)]
+    pub body: Option<String>,
+}
+
+fn default_path() -> String {
+    "/score".into()
+}
+fn default_authority() -> String {
+    "nlp".into()
+}
+fn default_timeout() -> u32 {
+    500
+}
+fn default_true() -> bool {
+    true
+}
+fn default_methods() -> Vec<String> {
+    vec!["POST".into(), "PUT".into(), "PATCH".into()]
+}
+fn default_fields() -> Vec<String> {
+    ["text", "message", "comment", "body", "content"].iter().map(|s| s.to_string()).collect()
+}
+fn default_max_body() -> u32 {
+    16 << 10
+}
+fn default_header() -> String {
+    "x-edgescore-text".into()
+}
+
+impl TextConfig {
+    pub fn check(&self) -> Result<(), ConfigError> {
+        let f = |name: &str| format!("text.{name}");
+        if self.cluster.is_empty() {
+            return Err(ConfigError::new(f("cluster"), "must name an Envoy cluster"));
+        }
+        if !self.path.starts_with('/') {
+            return Err(ConfigError::new(f("path"), "must start with `/`"));
+        }
+        if !(1..=60_000).contains(&self.timeout_ms) {
+            return Err(ConfigError::new(f("timeout_ms"), "must be 1..=60000"));
+        }
+        if !(1..=(1 << 20)).contains(&self.max_body_bytes) {
+            return Err(ConfigError::new(f("max_body_bytes"), "must be 1..=1048576"));
+        }
+        if self.labels.is_empty() {
+            return Err(ConfigError::new(f("labels"), "name at least one label with a threshold"));
+        }
+        for (label, rule) in &self.labels {
+            if !rule.threshold.is_finite() {
+                return Err(ConfigError::new(format!("text.labels.{label}.threshold"), "must be a finite number"));
+            }
+        }
+        if let Some(s) = self.status {
+            if !(200..=599).contains(&s) {
+                return Err(ConfigError::new(f("status"), format!("{s} is not an HTTP status (200-599)")));
+            }
+        }
+        let token = |b: u8| b.is_ascii_digit() || b.is_ascii_lowercase() || b"!#$%&'*+-.^_`|~".contains(&b);
+        if self.header.is_empty() || !self.header.bytes().all(token) {
+            return Err(ConfigError::new(f("header"), "is not a lower-case HTTP header name"));
+        }
+        Ok(())
+    }
+
+    pub fn block_status(&self) -> u16 {
+        self.status.unwrap_or(DEFAULT_BLOCK_STATUS)
+    }
+    pub fn block_body(&self) -> &[u8] {
+        self.body.as_deref().unwrap_or(DEFAULT_BLOCK_BODY).as_bytes()
+    }
+
+    /// The body kind a request with this method and content type would send, if any.
+    pub fn qualifies(&self, method: &[u8], content_type: Option<&[u8]>) -> Option<BodyKind> {
+        if !self.methods.iter().any(|m| m.as_bytes().eq_ignore_ascii_case(method)) {
+            return None;
+        }
+        let ct = content_type?;
+        let essence = ct.split(|&b| b == b';').next().unwrap_or(ct).trim_ascii();
+        let lower = |s: &[u8], t: &[u8]| s.eq_ignore_ascii_case(t);
+        if lower(essence, b"application/json") || (essence.len() > 5 && essence[essence.len() - 5..].eq_ignore_ascii_case(b"+json")) {
+            return (!self.json_fields.is_empty()).then_some(BodyKind::Json);
+        }
+        if lower(essence, b"application/x-www-form-urlencoded") {
+            return (!self.form_fields.is_empty()).then_some(BodyKind::Form);
+        }
+        if self.plain_text && essence.len() > 5 && essence[..5].eq_ignore_ascii_case(b"text/") {
+            return Some(BodyKind::Plain);
+        }
+        None
+    }
+
+    /// The text to score from a (possibly truncated) body; empty when there is none.
+    pub fn extract(&self, kind: BodyKind, body: &[u8]) -> String {
+        match kind {
+            BodyKind::Plain => String::from_utf8_lossy(body).into_owned(),
+            BodyKind::Json => {
+                let Ok(v) = serde_json::from_slice::<serde_json::Value>(body) else { return String::new() };
+                let mut parts = Vec::new();
+                for field in &self.json_fields {
+                    let mut at = Some(&v);
+                    for key in field.split('.') {
+                        at = at.and_then(|x| x.get(key));
+                    }
+                    match at {
+                        Some(serde_json::Value::String(s)) => parts.push(s.clone()),
+                        Some(serde_json::Value::Array(items)) => parts.extend(items.iter().filter_map(|i| i.as_str().map(str::to_string))),
+                        _ => {}
+                    }
+                }
+                parts.join("\n")
+            }
+            BodyKind::Form => {
+                let parts: Vec<String> = form_urlencoded::parse(body)
+                    .filter(|(k, _)| self.form_fields.iter().any(|f| f == k))
+                    .map(|(_, v)| v.into_owned())
+                    .collect();
+                parts.join("\n")
+            }
+        }
+    }
+
+    /// The strongest action the service's label probabilities trigger, and the label.
+    pub fn decide(&self, verdict: &TextVerdict) -> (ActionKind, Option<String>) {
+        let mut best = (ActionKind::Allow, None);
+        for (label, rule) in &self.labels {
+            let p = verdict.labels.get(label).copied().unwrap_or(0.0);
+            if p >= rule.threshold && (rule.action > best.0 || best.1.is_none()) {
+                best = (rule.action, Some(label.clone()));
+            }
+        }
+        best
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BodyKind {
+    Plain,
+    Json,
+    Form,
+}
+
+/// The NLP service's answer: `{"score": f, "label": s, "labels": {..}, "model": s}`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct TextVerdict {
+    pub score: f64,
+    pub label: String,
+    #[serde(default)]
+    pub labels: BTreeMap<String, f64>,
+    #[serde(default)]
+    pub model: String,
+}
+
+impl TextVerdict {
+    pub fn parse(body: &[u8]) -> Option<TextVerdict> {
+        let v: TextVerdict = serde_json::from_slice(body).ok()?;
+        (v.score.is_finite() && v.labels.values().all(|p| p.is_finite())).then_some(v)
+    }
+
+    /// `score=0.9312;label=toxic;model=…` for the text header and filter state; the label and
+    /// model are reduced to header-safe characters.
+    pub fn header_value(&self) -> String {
+        let safe = |s: &str| s.chars().filter(|c| c.is_ascii_graphic() && !";,\"\\".contains(*c)).collect::<String>();
+        format!("score={:.4};label={};model={}", self.score, safe(&self.label), safe(&self.model))
+    }
+}
+
+/// `{"text": "..."}`, escaped by serde_json.
+pub fn request_body(text: &str) -> Vec<u8> {
+    serde_json::to_vec(&serde_json::json!({ "text": text })).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg() -> TextConfig {
+        serde_json::from_str(r#"{"cluster":"nlp","labels":{"toxic":{"threshold":0.7,"action":"block"},"spam":{"threshold":0.8,"action":"tag"}}}"#).unwrap()
+    }
+
+    #[test]
+    fn qualification() {
+        let c = cfg();
+        assert_eq!(c.qualifies(b"POST", Some(b"application/json; charset=utf-8")), Some(BodyKind::Json));
+        assert_eq!(c.qualifies(b"post", Some(b"text/plain")), Some(BodyKind::Plain));
+        assert_eq!(c.qualifies(b"PUT", Some(b"application/x-www-form-urlencoded")), Some(BodyKind::Form));
+        assert_eq!(c.qualifies(b"GET", Some(b"text/plain")), None);
+        assert_eq!(c.qualifies(b"POST", Some(b"application/octet-stream")), None);
+        assert_eq!(c.qualifies(b"POST", Some(b"multipart/form-data; boundary=x")), None);
+        assert_eq!(c.qualifies(b"POST", None), None);
+    }
+
+    #[test]
+    fn extraction() {
+        let c = cfg();
+        assert_eq!(c.extract(BodyKind::Json, br#"{"message":"hi there","n":1,"content":["a","b"]}"#), "hi there\na\nb");
+        assert_eq!(c.extract(BodyKind::Json, b"{not json"), "");
+        assert_eq!(c.extract(BodyKind::Form, b"comment=you+are%20dumb&x=1"), "you are dumb");
+        assert_eq!(c.extract(BodyKind::Plain, b"caf\xc3\xa9 \xff"), "caf\u{e9} \u{fffd}");
+    }
+
+    #[test]
+    fn verdicts() {
+        let c = cfg();
+        let v = TextVerdict::parse(br#"{"score":0.95,"label":"toxic","labels":{"toxic":0.9,"spam":0.85,"ok":0.05},"model":"m@1"}"#).unwrap();
+        assert_eq!(c.decide(&v), (ActionKind::Block, Some("toxic".into())));
+        assert_eq!(v.header_value(), "score=0.9500;label=toxic;model=m@1");
+        let v = TextVerdict::parse(br#"{"score":0.1,"label":"ok","labels":{"ok":0.9}}"#).unwrap();
+        assert_eq!(c.decide(&v), (ActionKind::Allow, None));
+        assert!(TextVerdict::parse(b"<html>").is_none());
+    }
+}

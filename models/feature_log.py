@@ -1,0 +1,107 @@
+#!/usr/bin/env python3
+"""Turn the filter's feature log into a training table.
+
+With `feature_log.sample_rate` > 0 the filter writes, for sampled requests, one JSON object
+per request into filter state `wasm.edgescore.features`; an access log carries it with
+`%FILTER_STATE(wasm.edgescore.features:PLAIN)%`. Each object is
+
+    {"v":1,"decision":"tag","mode":"enforce","scores":{"bot@2026-11-23":0.93,...},
+     "features":{"header_count":12,"method":3,"content_length":null,...}}
+
+Features are exactly what the models saw: numbers, or bucket indices for hashed categoricals
+(`null` = missing). Train on them and compile with the schema this tool writes, and the new
+model reads the same vector in the filter.
+
+Usage:
+  python models/feature_log.py access.log --out table.csv [--schema-out schema.json]
+
+Access-log lines may hold other fields around the JSON object: the first `{"v":1` object on
+each line is taken, other lines are skipped (and counted). Library use: `load(lines)` returns a
+pandas DataFrame with a column per feature plus `score.<model>` and `decision` columns.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Iterable
+
+import numpy as np
+import pandas as pd
+
+MARKER = '{"v":1'
+
+
+def parse_line(line: str) -> dict | None:
+    """The feature-log object in an access-log line, or None."""
+    start = line.find(MARKER)
+    if start < 0:
+        return None
+    try:
+        obj, _ = json.JSONDecoder().raw_decode(line[start:])
+    except json.JSONDecodeError:
+        return None
+    return obj if isinstance(obj, dict) and obj.get("v") == 1 and "features" in obj else None
+
+
+def load(lines: Iterable[str]) -> tuple[pd.DataFrame, int]:
+    """(table, skipped lines). Feature columns keep the log's order; missing values are NaN."""
+    rows, skipped, columns = [], 0, {}
+    for line in lines:
+        obj = parse_line(line)
+        if obj is None:
+            skipped += bool(line.strip())
+            continue
+        row = {name: (np.nan if v is None else float(v)) for name, v in obj["features"].items()}
+        for name in obj["features"]:
+            columns.setdefault(name, None)
+        for model, score in obj.get("scores", {}).items():
+            row[f"score.{model}"] = np.nan if score is None else float(score)
+        row["decision"] = obj.get("decision")
+        rows.append(row)
+    table = pd.DataFrame(rows)
+    features = [c for c in columns if c in table]
+    rest = [c for c in table.columns if c not in columns]
+    table = table[features + rest]
+    table[features] = table[features].astype(np.float32)
+    return table, skipped
+
+
+def schema_for(features: list[str], buckets: dict[str, int]) -> dict:
+    """A feature schema for `edgescore compile --schema`. Bucket counts are not in the log:
+    take them from the model that logged (`edgescore inspect --json`) or the schema it was
+    compiled with; `name/N` columns (one feature at two bucket counts) carry theirs."""
+    out = []
+    for name in features:
+        base, _, n = name.partition("/")
+        entry = {"name": base}
+        b = int(n) if n else buckets.get(base, 0)
+        if b:
+            entry["buckets"] = b
+        out.append(entry)
+    return {"features": out}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("logs", nargs="+", type=Path)
+    ap.add_argument("--out", type=Path, required=True, help="CSV training table")
+    ap.add_argument("--schema-out", type=Path, help="write a feature schema for edgescore compile --schema")
+    ap.add_argument("--buckets-from", type=Path, help="a feature schema (JSON) giving the categorical bucket counts")
+    args = ap.parse_args()
+    lines = (line for p in args.logs for line in p.read_text(errors="replace").splitlines())
+    table, skipped = load(lines)
+    table.to_csv(args.out, index=False, na_rep="")
+    print(f"{len(table)} requests, {skipped} other lines skipped -> {args.out}", file=sys.stderr)
+    if args.schema_out:
+        buckets = {}
+        if args.buckets_from:
+            buckets = {f["name"]: f.get("buckets", 0) for f in json.loads(args.buckets_from.read_text())["features"]}
+        features = [c for c in table.columns if not c.startswith("score.") and c != "decision"]
+        args.schema_out.write_text(json.dumps(schema_for(features, buckets), indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,62 @@
+//! Small, hand-built models over catalogue features for the filter's tests: their decisions
+//! are known in advance (unlike hashed-bucket models), so tests can aim for each action.
+
+use base64::Engine as _;
+use edgescore_filter::ir::{Aggregate, FeatureDef, FeatureKind, Link, ModelIr, Node, SourceFormat, Task, Test, Tree};
+
+/// A binary model `sigmoid(+margin)` when `feature < threshold` (or NaN), else `-margin`,
+/// plus a second tree on a hashed categorical so the filter must hash and bucket it.
+pub fn step_model(name: &str, feature: &str, threshold: f64, margin: f64) -> ModelIr {
+    let step = Tree {
+        output: 0,
+        nodes: vec![
+            Node::Split { feature: 0, test: Test::Lt(threshold), missing_yes: true, yes: 1, no: 2 },
+            Node::Leaf { value: margin },
+            Node::Leaf { value: -margin },
+        ],
+    };
+    // Adds 0 either way: exercises the categorical path without changing the score.
+    let categorical = Tree {
+        output: 0,
+        nodes: vec![
+            Node::Split { feature: 1, test: Test::Lt(8.0), missing_yes: true, yes: 1, no: 2 },
+            Node::Leaf { value: 0.0 },
+            Node::Leaf { value: 0.0 },
+        ],
+    };
+    ModelIr {
+        name: name.into(),
+        version: "1".into(),
+        source: SourceFormat::XGBoost,
+        objective: "binary:logistic".into(),
+        task: Task::BinaryClassification,
+        link: Link::Sigmoid { scale: 1.0 },
+        aggregate: Aggregate::Sum,
+        base_score: vec![0.0],
+        features: vec![
+            FeatureDef { name: feature.into(), kind: FeatureKind::Numeric },
+            FeatureDef { name: "ua_family".into(), kind: FeatureKind::Categorical { buckets: 64 } },
+        ],
+        trees: vec![step, categorical],
+    }
+}
+
+pub fn artifact(ir: &ModelIr) -> Vec<u8> {
+    edgescore_filter::artifact::write::write(ir).expect("test model compiles")
+}
+
+pub fn base64(bytes: &[u8]) -> String {
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+/// `bot` blocks (403) requests with fewer than 4 headers; `scanner` tags paths of 30 bytes or
+/// more (its step is inverted: long paths score high).
+pub fn two_model_config(mode: &str, extra: &str) -> String {
+    let bot = base64(&artifact(&step_model("bot", "header_count", 4.0, 4.0)));
+    let scanner = base64(&artifact(&step_model("scanner", "path_length", 30.0, -3.0)));
+    format!(
+        r#"{{"mode":"{mode}","hash_key":"test-key-0123456789","models":[
+            {{"artifact":"{bot}","threshold":0.9,"action":"block","status":403,"body":"go away\n"}},
+            {{"artifact":"{scanner}","threshold":0.5,"action":"tag"}}]{extra}}}"#
+    )
+}

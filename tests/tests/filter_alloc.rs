@@ -1,0 +1,71 @@
+//! The allocation counter: after warm-up, a request through the `.wasm` makes no call that
+//! reaches the guest's system allocator. Counted, per request:
+//! - `edgescore_heap_allocations` (guest export): global-allocator calls served by the system
+//!   allocator (dlmalloc) — must not grow;
+//! - `edgescore_arena_allocations` (guest export): host buffers served by the per-request arena;
+//! - `edgescore_recycled_allocations` (guest export): small blocks (the SDK's boxed HTTP
+//!   context) served from the free lists;
+//! - the host's calls into `proxy_on_memory_allocate` (one per buffer the host returns), which
+//!   the arena serves — counted by the host, so the two views must agree.
+
+use edgescore_tests::filter_models::two_model_config;
+use edgescore_tests::proxy_host::{cargo::filter_wasm, Host, Vm};
+
+fn counters(vm: &mut Vm) -> (u64, u64, u64, u64) {
+    let heap = vm.call_u64_export("edgescore_heap_allocations").unwrap().expect("exported");
+    let arena = vm.call_u64_export("edgescore_arena_allocations").unwrap().expect("exported");
+    let recycled = vm.call_u64_export("edgescore_recycled_allocations").unwrap().expect("exported");
+    (heap, arena, recycled, vm.allocator_calls().0)
+}
+
+fn request(i: usize, big: &str) -> Vec<(String, String)> {
+    let mut h = vec![
+        (":method".to_string(), if i % 3 == 0 { "POST" } else { "GET" }.to_string()),
+        (":path".to_string(), format!("/products/{i}?page={}&sort=price", i % 7)),
+        (":authority".to_string(), "shop.example.com".to_string()),
+        ("user-agent".to_string(), if i % 2 == 0 { "curl/8.5.0".to_string() } else { format!("Mozilla/5.0 Firefox/{i}") }),
+    ];
+    for j in 0..(i % 25) {
+        h.push((format!("x-extra-{j}"), format!("value-{i}-{j}")));
+    }
+    if i % 5 == 0 {
+        h.push(("cookie".to_string(), big.to_string()));
+    }
+    h
+}
+
+#[test]
+fn no_heap_allocation_per_request_after_warm_up() {
+    // Sample every request so the feature-log path is covered too.
+    let config = two_model_config("shadow", r#","feature_log":{"sample_rate":1}"#);
+    let host = Host::new(filter_wasm().unwrap()).unwrap();
+    let mut vm = host.vm(b"").unwrap();
+    assert!(vm.configure(config.as_bytes()).unwrap());
+    let big = "c=".to_string() + &"x".repeat(20_000);
+    // Warm-up: the largest request first (the arena grows to fit it once), then a few streams
+    // so the free lists and the SDK's context map reach their working size.
+    for i in 0..40 {
+        let s = vm.stream();
+        vm.request_headers(&s, request(i, &big), true).unwrap();
+        vm.set_property(&["source", "address"], "192.0.2.1:1234");
+        vm.done(&s).unwrap();
+    }
+    let before = counters(&mut vm);
+    let n = 200;
+    for i in 0..n {
+        let s = vm.stream();
+        vm.request_headers(&s, request(i * 7 + 3, &big), true).unwrap();
+        assert!(s.request_headers().get("x-edgescore").is_some());
+        vm.done(&s).unwrap();
+    }
+    let after = counters(&mut vm);
+    let heap = after.0 - before.0;
+    let arena = after.1 - before.1;
+    let recycled = after.2 - before.2;
+    let host_allocs = after.3 - before.3;
+    println!("per {n} requests: heap {heap}, arena {arena}, recycled {recycled}, host allocator calls {host_allocs}");
+    assert_eq!(heap, 0, "requests reached the system allocator");
+    assert!(arena >= n as u64, "host buffers were not served by the arena");
+    assert_eq!(arena, host_allocs, "every host buffer should come from the arena");
+    assert!(recycled >= n as u64, "the SDK's context boxes should be recycled");
+}

@@ -1,0 +1,152 @@
+//! The real `.wasm` in the wasmtime proxy-wasm host: configuration errors, decisions, shadow
+//! mode, hostile requests, metrics and filter state. Fast and deterministic; the same
+//! behaviours are checked in real Envoy by tests/test_envoy.py.
+
+use edgescore_tests::filter_models::{artifact, base64, step_model, two_model_config};
+use edgescore_tests::proxy_host::{cargo::filter_wasm, Action, Host, Vm};
+
+fn vm(config: &str) -> Vm {
+    let host = Host::new(filter_wasm().unwrap()).unwrap();
+    let mut vm = host.vm(b"").unwrap();
+    assert!(vm.configure(config.as_bytes()).unwrap(), "configuration refused: {:?}", vm.log_messages());
+    vm
+}
+
+fn browser() -> Vec<(&'static str, &'static str)> {
+    vec![
+        (":method", "GET"),
+        (":path", "/products/42"),
+        (":authority", "shop.example.com"),
+        (":scheme", "https"),
+        ("user-agent", "Mozilla/5.0 (X11; Linux x86_64; rv:133.0) Gecko/20100101 Firefox/133.0"),
+        ("accept", "text/html"),
+        ("accept-language", "en-US,en;q=0.9"),
+        ("accept-encoding", "gzip, br"),
+        ("cookie", "a=1; b=2"),
+    ]
+}
+
+fn bot() -> Vec<(&'static str, &'static str)> {
+    vec![(":method", "GET"), (":path", "/products/42"), (":authority", "shop.example.com"), ("user-agent", "curl/8.5.0")]
+}
+
+#[test]
+fn browser_passes_with_scores() {
+    let mut vm = vm(&two_model_config("enforce", ""));
+    let s = vm.stream();
+    assert_eq!(vm.request_headers(&s, browser(), true).unwrap(), Action::Continue);
+    let h = s.request_headers();
+    assert_eq!(h.get_str("x-edgescore").unwrap(), "bot=0.0180;scanner=0.0474");
+    assert_eq!(h.get_str("x-edgescore-decision").unwrap(), "allow");
+    assert_eq!(s.filter_state("edgescore.scores").unwrap(), b"bot=0.0180;scanner=0.0474");
+    assert!(s.local_reply().is_none());
+    assert_eq!(vm.metric("edgescore.requests_scored"), Some(1));
+    assert_eq!(vm.metric("edgescore.decision.allow"), Some(1));
+    assert_eq!(vm.metric("edgescore.model.bot.allow"), Some(1));
+    assert_eq!(vm.histogram("edgescore.model.bot.score_permille"), vec![18]);
+}
+
+#[test]
+fn bot_is_blocked_in_enforce_mode() {
+    let mut vm = vm(&two_model_config("enforce", ""));
+    let s = vm.stream();
+    vm.request_headers(&s, bot(), true).unwrap();
+    let reply = s.local_reply().expect("blocked");
+    assert_eq!(reply.status, 403);
+    assert_eq!(reply.body, b"go away\n");
+    assert_eq!(reply.headers.get_str("x-edgescore-decision").unwrap(), "block;model=bot@1");
+    assert_eq!(vm.metric("edgescore.decision.block"), Some(1));
+    assert_eq!(vm.metric("edgescore.model.bot.block"), Some(1));
+}
+
+#[test]
+fn shadow_mode_never_blocks() {
+    let mut vm = vm(&two_model_config("shadow", ""));
+    let s = vm.stream();
+    assert_eq!(vm.request_headers(&s, bot(), true).unwrap(), Action::Continue);
+    assert!(s.local_reply().is_none());
+    assert_eq!(s.request_headers().get_str("x-edgescore-decision").unwrap(), "block;model=bot@1;shadow");
+    assert_eq!(vm.metric("edgescore.decision.shadow_block"), Some(1));
+    assert_eq!(vm.metric("edgescore.decision.block").unwrap_or(0), 0);
+}
+
+#[test]
+fn tag_names_the_model_and_client_headers_are_replaced() {
+    let mut vm = vm(&two_model_config("enforce", ""));
+    let s = vm.stream();
+    let mut h = browser();
+    h[1] = (":path", "/a/very/long/path/that/looks/like/a/scan/of/something");
+    h.push(("x-edgescore", "bot=0.0000"));
+    h.push(("x-edgescore-decision", "allow"));
+    vm.request_headers(&s, h, true).unwrap();
+    let got = s.request_headers();
+    assert_eq!(got.get_all("x-edgescore"), vec![&b"bot=0.0180;scanner=0.9526"[..]]);
+    assert_eq!(got.get_all("x-edgescore-decision"), vec![&b"tag;model=scanner@1"[..]]);
+}
+
+#[test]
+fn configuration_errors_name_the_field() {
+    let host = Host::new(filter_wasm().unwrap()).unwrap();
+    let good = base64(&artifact(&step_model("bot", "header_count", 4.0, 4.0)));
+    let mut corrupt = artifact(&step_model("bot", "header_count", 4.0, 4.0));
+    corrupt[200] ^= 1;
+    let unknown = base64(&artifact(&step_model("bot", "tls_cipher_count", 4.0, 4.0)));
+    let mut numeric_method = step_model("bot", "header_count", 4.0, 4.0);
+    numeric_method.features[1] = edgescore_filter::ir::FeatureDef { name: "method".into(), kind: edgescore_filter::ir::FeatureKind::Numeric };
+    let numeric_method = base64(&artifact(&numeric_method));
+    let cases = [
+        (r#"{"hash_key":"test-key-0123456789","modles":[]}"#.to_string(), "modles: unknown field"),
+        (format!(r#"{{"hash_key":"test-key-0123456789","models":[{{"artifact":"!!{good}","threshold":0.5}}]}}"#), "models[0].artifact: not valid base64"),
+        (format!(r#"{{"hash_key":"test-key-0123456789","models":[{{"artifact":"{}","threshold":0.5}}]}}"#, base64(&corrupt)), "models[0].artifact: not a valid edgescore artifact"),
+        (format!(r#"{{"hash_key":"test-key-0123456789","models":[{{"artifact":"{unknown}","threshold":0.5}}]}}"#), "feature `tls_cipher_count` is not in the filter's feature catalogue"),
+        (format!(r#"{{"hash_key":"test-key-0123456789","models":[{{"artifact":"{numeric_method}","threshold":0.5}}]}}"#), "feature `method` is a hashed categorical but no bucket count"),
+        (format!(r#"{{"hash_key":"short","models":[{{"artifact":"{good}","threshold":0.5}}]}}"#), "hash_key: must be at least 16 bytes"),
+        (format!(r#"{{"hash_key":"test-key-0123456789","models":[{{"artifact":"{good}","threshold":0.5,"action":"tag","status":403}}]}}"#), "models[0].status"),
+        ("not json".to_string(), "configuration: expected value"),
+    ];
+    for (i, (config, want)) in cases.iter().enumerate() {
+        let mut vm = host.vm(b"").unwrap();
+        assert!(!vm.configure(config.as_bytes()).unwrap(), "case {i} accepted");
+        let logs = vm.log_messages().join("\n");
+        assert!(logs.contains("edgescore: configuration refused: ") && logs.contains(want), "case {i}: {logs}");
+        assert!(!vm.is_poisoned());
+    }
+    assert_eq!(host.metric("edgescore.config_errors"), Some(cases.len() as u64));
+}
+
+#[test]
+fn a_refused_reconfiguration_keeps_the_previous_scorer() {
+    let mut vm = vm(&two_model_config("enforce", ""));
+    assert!(!vm.configure(br#"{"hash_key":"test-key-0123456789","models":[{"artifact":"AAAA","threshold":1}]}"#).unwrap());
+    let s = vm.stream();
+    vm.request_headers(&s, bot(), true).unwrap();
+    assert_eq!(s.local_reply().map(|r| r.status), Some(403));
+}
+
+#[test]
+fn hostile_requests_never_trap() {
+    let mut vm = vm(&two_model_config("enforce", r#","feature_log":{"sample_rate":1}"#));
+    let big = "v".repeat(64 << 10);
+    let many: Vec<(String, String)> = (0..2000).map(|i| (format!("x-h{i}"), format!("{i}"))).collect();
+    let mut with_many: Vec<(Vec<u8>, Vec<u8>)> = browser().iter().map(|(k, v)| (k.as_bytes().to_vec(), v.as_bytes().to_vec())).collect();
+    with_many.extend(many.iter().map(|(k, v)| (k.as_bytes().to_vec(), v.as_bytes().to_vec())));
+    let requests: Vec<Vec<(Vec<u8>, Vec<u8>)>> = vec![
+        vec![(b":method".to_vec(), b"G\xffT".to_vec()), (b":path".to_vec(), b"/\xc3\x28?\xfe=\xff".to_vec()), (b"user-agent".to_vec(), b"\xff\xfe\xfd".to_vec())],
+        vec![(b":method".to_vec(), b"GET".to_vec()), (b":path".to_vec(), big.as_bytes().to_vec()), (b"user-agent".to_vec(), big.as_bytes().to_vec()), (b"cookie".to_vec(), big.as_bytes().to_vec())],
+        with_many,
+        vec![(b":method".to_vec(), b"GET".to_vec()), (b":path".to_vec(), b"".to_vec())],
+        vec![],
+        vec![(b"content-length".to_vec(), b"99999999999999999999999999".to_vec()), (b":authority".to_vec(), b"[::1".to_vec())],
+    ];
+    for (i, h) in requests.into_iter().enumerate() {
+        let s = vm.stream();
+        let action = vm.request_headers(&s, h, true).unwrap_or_else(|e| panic!("request {i} trapped: {e}"));
+        assert!(!vm.is_poisoned(), "request {i}");
+        assert!(s.request_headers().get("x-edgescore").is_some() || s.local_reply().is_some(), "request {i} not scored ({action:?})");
+        let line = s.filter_state("edgescore.features").expect("sampled");
+        let _: serde_json::Value = serde_json::from_slice(&line).unwrap_or_else(|e| panic!("request {i}: bad log line {e}"));
+        vm.done(&s).unwrap();
+    }
+    assert_eq!(vm.metric("edgescore.requests_scored"), Some(6));
+    assert_eq!(vm.metric("edgescore.errors").unwrap_or(0), 0);
+}
