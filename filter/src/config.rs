@@ -124,7 +124,9 @@ impl PluginConfig {
         let de = &mut serde_json::Deserializer::from_slice(json);
         let cfg: PluginConfig = serde_path_to_error::deserialize(de).map_err(|e| {
             let path = e.path().to_string();
-            let field = if path == "." { "configuration".to_string() } else { path };
+            // serde_path_to_error says "." for the root and "?" where the JSON is too broken to
+            // name a position; both mean the document as a whole.
+            let field = if path == "." || path == "?" { "configuration".to_string() } else { path };
             ConfigError::new(field, e.into_inner().to_string())
         })?;
         cfg.check()?;

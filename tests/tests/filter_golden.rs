@@ -49,7 +49,7 @@ fn every_feature_model() -> ModelIr {
         version: "golden".into(),
         source: SourceFormat::XGBoost,
         objective: "binary:logistic".into(),
-        task: Task::Binary,
+        task: Task::BinaryClassification,
         link: Link::Sigmoid { scale: 1.0 },
         aggregate: Aggregate::Sum,
         base_score: vec![-0.3],

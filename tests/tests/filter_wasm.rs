@@ -102,7 +102,7 @@ fn configuration_errors_name_the_field() {
         (format!(r#"{{"hash_key":"test-key-0123456789","models":[{{"artifact":"{numeric_method}","threshold":0.5}}]}}"#), "feature `method` is a hashed categorical but no bucket count"),
         (format!(r#"{{"hash_key":"short","models":[{{"artifact":"{good}","threshold":0.5}}]}}"#), "hash_key: must be at least 16 bytes"),
         (format!(r#"{{"hash_key":"test-key-0123456789","models":[{{"artifact":"{good}","threshold":0.5,"action":"tag","status":403}}]}}"#), "models[0].status"),
-        ("not json".to_string(), "configuration: expected value"),
+        ("{not json".to_string(), "configuration: key must be a string at line 1 column 2"),
     ];
     for (i, (config, want)) in cases.iter().enumerate() {
         let mut vm = host.vm(b"").unwrap();
