@@ -35,12 +35,27 @@ MARKER = '{"v":1'
 
 
 def parse_line(line: str) -> dict | None:
-    """The feature-log object in an access-log line, or None."""
+    """The feature-log object in an access-log line, or None. The object may stand in the line
+    as it is (a text access log) or as a string value of a JSON access log (`json_format`, where
+    Envoy escapes it: `"edgescore_features":"{\\"v\\":1,…}"`)."""
+    text = line.strip()
+    if text.startswith("{") and not text.startswith(MARKER):
+        try:
+            record = json.loads(text)
+        except json.JSONDecodeError:
+            record = None
+        if isinstance(record, dict):
+            for value in record.values():
+                if isinstance(value, str) and value.startswith(MARKER):
+                    return _feature_object(value)
+            return None
     start = line.find(MARKER)
-    if start < 0:
-        return None
+    return None if start < 0 else _feature_object(line[start:])
+
+
+def _feature_object(text: str) -> dict | None:
     try:
-        obj, _ = json.JSONDecoder().raw_decode(line[start:])
+        obj, _ = json.JSONDecoder().raw_decode(text)
     except json.JSONDecodeError:
         return None
     return obj if isinstance(obj, dict) and obj.get("v") == 1 and "features" in obj else None
