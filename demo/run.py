@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -78,11 +79,17 @@ def parse_scores(s: str | None) -> dict[str, str]:
     return out
 
 
+def _interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--cli", default=str(ROOT / "target" / "release" / "edgescore"))
     ap.add_argument("--keep-running", action="store_true", help="leave Envoy and the backend up until Ctrl-C")
     args = ap.parse_args(argv)
+    # `kill PID` (and a job control SIGTERM) must stop what the demo started, like Ctrl-C.
+    signal.signal(signal.SIGTERM, _interrupt)
 
     missing = render_envoy.missing_artifacts()
     if missing:

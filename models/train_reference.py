@@ -15,10 +15,8 @@ Writes
   models/reference/expected_xgb.csv  bot_xgb's P(bot) for rows.csv (repr of the float)
   models/reference/expected_lgb.csv  bot_lgb's P(bot) for rows.csv
   models/reference/features.json     feature schema
-  models/example/bot_small.json      XGBoost, 50 trees, max_depth 4 (for `make demo`)
-  models/example/sample.csv          10 rows, browser-like and bot-like
-  models/example/sample_labels.txt   one word per sample row: browser / bot
-  models/example/sample_expected.txt bot_small's P(bot) per sample row
+
+(The example models the demo and envoy.yaml ship are trained by models/train_example.py.)
 
 Categorical codes are fed to both libraries as plain numeric features (no
 enable_categorical / categorical_feature) so that tl2cgen, lleaves and ONNX
@@ -325,9 +323,7 @@ def main():
     Xte, yte = df.iloc[N_TRAIN:].reset_index(drop=True), y[N_TRAIN:]
 
     ref = HERE / "reference"
-    ex = HERE / "example"
     ref.mkdir(parents=True, exist_ok=True)
-    ex.mkdir(parents=True, exist_ok=True)
 
     # ---- XGBoost reference
     bst = train_xgb(Xtr, ytr, 300, 6)
@@ -353,30 +349,6 @@ def main():
                for c, k in CATEGORICAL.items()]
     (ref / "features.json").write_text(json.dumps(schema, indent=2) + "\n")
 
-    # ---- small example model + hand-picked samples
-    small = train_xgb(Xtr, ytr, 50, 4)
-    small.save_model(ex / "bot_small.json")
-    bs = xgb.Booster(model_file=str(ex / "bot_small.json"))
-    srng = np.random.default_rng(SEED + 1)
-    picks, labels = [], []
-    for kind, word, want in [(BROWSER, "browser", 4), (NAIVE_BOT, "bot", 3), (STEALTH_BOT, "bot", 3)]:
-        cand, _ = sample(srng, world, 400, kind)
-        cy = label(srng, world, cand, np.full(len(cand), kind))
-        p = bs.predict(xgb.DMatrix(cand.to_numpy(), feature_names=FEATURES))
-        is_bot = word == "bot"
-        # confidently and correctly classified examples of this archetype
-        ok = np.nonzero((cy == int(is_bot)) & ((p > 0.8) if is_bot else (p < 0.2)))[0][:want]
-        picks.append(cand.iloc[ok])
-        labels += [word] * len(ok)
-    sample_df = pd.concat(picks).reset_index(drop=True)
-    order = np.random.default_rng(SEED + 2).permutation(len(sample_df))
-    sample_df = sample_df.iloc[order].reset_index(drop=True)
-    labels = [labels[i] for i in order]
-    write_rows(ex / "sample.csv", sample_df)
-    (ex / "sample_labels.txt").write_text("\n".join(labels) + "\n")
-    p_small = bs.predict(xgb.DMatrix(sample_df.to_numpy(), feature_names=FEATURES))
-    write_preds(ex / "sample_expected.txt", p_small)
-
     # ---- summary
     def auc(y, p):
         o = np.argsort(p)
@@ -388,8 +360,7 @@ def main():
     print(f"train rows {N_TRAIN}, bot rate {ytr.mean():.3f}; held-out {N_HELDOUT}")
     print(f"bot_xgb  held-out AUC {auc(yte, p_xgb):.4f}  acc {((p_xgb > 0.5) == yte).mean():.4f}")
     print(f"bot_lgb  held-out AUC {auc(yte, p_lgb):.4f}  acc {((p_lgb > 0.5) == yte).mean():.4f}")
-    print("example samples:", " ".join(f"{w}:{p:.3f}" for w, p in zip(labels, p_small)))
-    for p in sorted(list(ref.iterdir()) + list(ex.iterdir())):
+    for p in sorted(ref.iterdir()):
         if p.is_file():
             print(f"  {p.relative_to(HERE)}  {p.stat().st_size / 1024:.1f} KiB")
 
