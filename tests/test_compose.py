@@ -1,13 +1,16 @@
-"""docker-compose.yml, checked without a Docker engine: it validates against the Compose
-Specification JSON Schema (vendored in tests/schemas/, see its README), every host path it
-mounts exists after `make build`, and the Envoy configuration it mounts matches what
-demo/render_envoy.py renders and points at the mounted .wasm and the `backend` service."""
+"""docker-compose.yml (Envoy, the demo backend, the NLP service), checked without a Docker
+engine: it validates against the Compose Specification JSON Schema (vendored in tests/schemas/,
+see its README), every host path it mounts exists after `make build`, the Envoy configuration it
+mounts matches what demo/render_envoy.py renders and points at the mounted .wasm, the `backend`
+service and the `nlp` service, and the `nlp` service runs nlp/serve_config.yaml on the Ray
+version requirements.txt pins."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -74,18 +77,22 @@ def _bind_mounts(compose: dict):
 
 def test_services_and_ports(compose):
     svcs = compose["services"]
-    assert set(svcs) == {"envoy", "backend"}
+    assert set(svcs) == {"envoy", "backend", "nlp"}
     assert svcs["envoy"]["image"].startswith("envoyproxy/envoy:v1.")
     # Published on the host's loopback only.
     for port in svcs["envoy"]["ports"]:
         assert port.startswith("127.0.0.1:"), port
     assert "ports" not in svcs["backend"]
+    assert "ports" not in svcs["nlp"], "the NLP service is reached through Envoy only"
     assert all(src.startswith("./") for _, src, _ in _bind_mounts(compose)), "bind mounts must be relative to the repo"
 
 
 def test_mounted_paths_exist_after_build(compose):
     require_build()
     for svc, src, dst in _bind_mounts(compose):
+        if src.endswith("/nlp"):
+            assert (ROOT / src / "app.py").is_file(), f"{svc}: {src} is not the NLP package"
+            continue
         assert (ROOT / src).is_file(), f"{svc}: {src} (mounted at {dst}) does not exist"
 
 
@@ -108,3 +115,60 @@ def test_envoy_config_fits_the_containers(compose):
     admin = cfg["admin"]["address"]["socket_address"]
     published = {p.split(":")[2] for p in compose["services"]["envoy"]["ports"]}
     assert {str(listen["port_value"]), str(admin["port_value"])} == published
+
+
+def _pins(path: Path) -> dict[str, str]:
+    out = {}
+    for line in path.read_text().splitlines():
+        line = line.split("#", 1)[0].strip()
+        if "==" in line:
+            name, version = line.split("==")
+            out[name.split("[")[0].lower()] = version
+    return out
+
+
+def test_nlp_service_runs_the_serve_config_on_the_pinned_ray(compose):
+    """The nlp service: the official Ray image of the Ray version requirements.txt pins,
+    installing the same model packages, running nlp/serve_config.yaml with the HTTP proxy
+    opened to the compose network (the sed in its command really rewrites the host)."""
+    nlp = compose["services"]["nlp"]
+    pins = _pins(ROOT / "requirements.txt")
+    image, tag = nlp["image"].split(":")
+    assert image == "rayproject/ray"
+    assert tag.startswith(pins["ray"] + "-py") and tag.endswith("-cpu"), tag
+    for name, version in _pins(ROOT / "nlp" / "requirements.txt").items():
+        assert pins.get(name) == version, f"nlp/requirements.txt pins {name}=={version}, requirements.txt {pins.get(name)}"
+    mounts = {dst: src for svc, src, dst in _bind_mounts(compose) if svc == "nlp"}
+    assert mounts["/app/nlp"] == "./nlp" and nlp["environment"]["PYTHONPATH"] == "/app"
+    script = nlp["command"][-1]
+    assert "-r /app/nlp/requirements.txt" in script
+    assert "--no-deps -r /app/requirements-nodeps.txt" in script and mounts["/app/requirements-nodeps.txt"] == "./requirements-nodeps.txt"
+    sed = re.search(r"sed 's/(.+?)/(.+?)/' (\S+) > (\S+)", script)
+    assert sed, script
+    pattern, replacement, src, dst = sed.groups()
+    assert src == "/app/nlp/serve_config.yaml" and script.rstrip().endswith(f"exec serve run {dst}")
+    # Compose turns `$$` into `$`; sed's basic regex here is also a Python regex.
+    rewritten = re.sub(pattern.replace("$$", "$"), replacement, (ROOT / "nlp" / "serve_config.yaml").read_text(), flags=re.M)
+    serve = yaml.safe_load(rewritten)
+    assert serve["http_options"]["host"] == "0.0.0.0"
+    assert str(serve["http_options"]["port"]) in nlp["expose"]
+    app = serve["applications"][0]
+    assert (ROOT / (app["import_path"].split(":")[0].replace(".", "/") + ".py")).is_file()
+    assert "nlp" in compose["services"]["envoy"]["depends_on"]
+    assert nlp["healthcheck"]["test"][-1].count("/healthz") == 1
+
+
+def test_envoy_nlp_cluster_points_at_the_nlp_service(compose):
+    require_build()
+    cfg = render_envoy.load_config(render_envoy.render(compose=True))
+    nlp = render_envoy.cluster(cfg, "nlp")
+    addr = nlp["load_assignment"]["endpoints"][0]["lb_endpoints"][0]["endpoint"]["address"]["socket_address"]
+    assert (addr["address"], nlp["type"]) == ("nlp", "STRICT_DNS")
+    serve = yaml.safe_load((ROOT / "nlp" / "serve_config.yaml").read_text())
+    assert addr["port_value"] == serve["http_options"]["port"]
+    assert str(addr["port_value"]) in compose["services"]["nlp"]["expose"]
+    assert nlp["lb_policy"] == "LEAST_REQUEST"
+    assert nlp["circuit_breakers"]["thresholds"] and nlp["outlier_detection"]
+    text = json.loads(render_envoy.wasm_filter(cfg)["configuration"]["value"])["text"]
+    assert text["cluster"] == "nlp" and text["path"] == "/score"
+    assert render_envoy.wasm_filter(cfg)["allow_on_headers_stop_iteration"] is True

@@ -7,6 +7,11 @@
 //! `wasm32-wasip1` and is the only code that knows Envoy.
 
 pub mod artifact;
+/// The scoring loop benches/benches/filter_wasm.rs runs natively and in the `.wasm` (there
+/// only with the `bench-exports` feature, so the shipped `.wasm` is the same without it).
+#[cfg(any(not(target_arch = "wasm32"), feature = "bench-exports"))]
+#[doc(hidden)]
+pub mod bench;
 pub mod config;
 pub mod ensemble;
 pub mod features;

@@ -42,6 +42,8 @@ pub struct Scorer {
     shared: Vec<f32>,
     set: ModelSet,
     policies: Vec<ModelPolicy>,
+    /// Per model: its number of outputs.
+    n_outputs: Vec<usize>,
     outputs: Vec<f32>,
     scores: Vec<f32>,
     sampler: Sampler,
@@ -58,6 +60,7 @@ impl Scorer {
         let mut set = ModelSet::new(Vec::new());
         let mut policies = Vec::with_capacity(cfg.models.len());
         let mut max_outputs = 1;
+        let mut n_outputs_of = Vec::with_capacity(cfg.models.len());
         for (i, m) in cfg.models.iter().enumerate() {
             let field = format!("models[{i}].artifact");
             let bytes = base64::engine::general_purpose::STANDARD
@@ -91,6 +94,7 @@ impl Scorer {
             }
             let id = if e.version().is_empty() { name.clone() } else { format!("{name}@{}", e.version()) };
             max_outputs = max_outputs.max(n_outputs);
+            n_outputs_of.push(n_outputs);
             policies.push(ModelPolicy {
                 name,
                 id,
@@ -115,6 +119,7 @@ impl Scorer {
             schema,
             set,
             policies,
+            n_outputs: n_outputs_of,
             outputs: vec![0.0; max_outputs],
             scores: vec![f32::NAN; n_models],
             sampler: Sampler::new(cfg.feature_log.sample_rate, seed),
@@ -149,8 +154,7 @@ impl Scorer {
     pub fn score(&mut self, req: &Request<'_>) -> Result<Verdict, ScoreError> {
         self.schema.compute(req, &mut self.shared);
         let mut verdict = Verdict { action: ActionKind::Allow, by: None, sampled: false };
-        for (i, p) in self.policies.iter().enumerate() {
-            let n = self.set.ensemble(i).n_outputs();
+        for (i, (p, &n)) in self.policies.iter().zip(&self.n_outputs).enumerate() {
             self.set.score(i, &self.shared, &mut self.outputs[..n])?;
             let s = self.outputs[p.output];
             self.scores[i] = s;
@@ -193,13 +197,19 @@ impl Scorer {
         h.clear();
         for (i, (p, s)) in self.policies.iter().zip(&self.scores).enumerate() {
             // Writing into a Vec with reserved room cannot fail or reallocate.
-            let _ = write!(h, "{}{}={:.4}", if i > 0 { ";" } else { "" }, p.name, s);
+            if i > 0 {
+                h.push(b';');
+            }
+            h.extend_from_slice(p.name.as_bytes());
+            h.push(b'=');
+            push_fixed4(h, *s);
         }
         let d = &mut self.decision_header;
         d.clear();
         d.extend_from_slice(action_name(v.action).as_bytes());
         if let Some(i) = v.by {
-            let _ = write!(d, ";model={}", self.policies[i].id);
+            d.extend_from_slice(b";model=");
+            d.extend_from_slice(self.policies[i].id.as_bytes());
             if self.mode == Mode::Shadow && v.action == ActionKind::Block {
                 d.extend_from_slice(b";shadow");
             }
@@ -238,6 +248,38 @@ fn mode_name(m: Mode) -> &'static str {
     }
 }
 
+/// `x` as `format!("{x:.4}")` writes it. Scores are usually in [0, 1]: those (and any
+/// non-negative value below 10^11) are written from an integer, without `core::fmt`'s float
+/// machinery (Grisu with a Dragon4 fallback, slow in Wasm), on every request.
+fn push_fixed4(out: &mut Vec<u8>, x: f32) {
+    // Exact: an f32 has 24 significant bits and 10^4 needs 14, so the product fits an f64.
+    let scaled = x as f64 * 10_000.0;
+    // `!(x < 0)` would let -0.0 through; `fmt` writes it as `-0.0000`. NaN fails `<`.
+    if x.is_sign_positive() && scaled < 1e15 {
+        // `fmt` rounds the exact decimal value half to even, as `round_ties_even` does.
+        let n = scaled.round_ties_even() as u64;
+        push_decimal(out, n / 10_000);
+        let frac = (n % 10_000) as u32;
+        out.extend_from_slice(&[b'.', b'0' + (frac / 1000) as u8, b'0' + (frac / 100 % 10) as u8, b'0' + (frac / 10 % 10) as u8, b'0' + (frac % 10) as u8]);
+    } else {
+        let _ = write!(out, "{x:.4}");
+    }
+}
+
+fn push_decimal(out: &mut Vec<u8>, mut n: u64) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&digits[at..]);
+}
+
 /// Shortest round-trip decimal (f32 `Display`), `null` for missing.
 fn json_number(out: &mut Vec<u8>, x: f32) {
     if x.is_finite() {
@@ -272,5 +314,31 @@ impl Sampler {
         self.state ^= self.state << 25;
         self.state ^= self.state >> 27;
         self.state.wrapping_mul(0x2545_f491_4f6c_dd1d) < self.below
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::push_fixed4;
+
+    fn fixed4(x: f32) -> String {
+        let mut v = Vec::new();
+        push_fixed4(&mut v, x);
+        String::from_utf8(v).unwrap()
+    }
+
+    #[test]
+    fn fixed4_is_fmt() {
+        let mut xs: Vec<f32> = vec![0.0, -0.0, 1.0, 0.5, 0.99995, 0.00005, 0.00015, 0.00025, 1e-8, 0.9999999, 12345.678, 1e10, 9.9999e10, 1e11, 3e12, 1e20, -0.3, -1e-9, f32::NAN, f32::INFINITY, f32::NEG_INFINITY, f32::MAX, f32::MIN_POSITIVE, 1e-45];
+        // Exact ties at the fourth decimal (k/32, k odd) and their neighbours.
+        for k in 0..4096u32 {
+            let t = k as f32 / 32.0;
+            xs.extend([t, f32::from_bits(t.to_bits() + 1), f32::from_bits(t.to_bits().saturating_sub(1))]);
+        }
+        // Every 9973rd f32 bit pattern: all magnitudes, both signs, NaNs.
+        xs.extend((0..u32::MAX / 9973).map(|i| f32::from_bits(i * 9973)));
+        for x in xs {
+            assert_eq!(fixed4(x), format!("{x:.4}"), "{x:e} ({:#x})", x.to_bits());
+        }
     }
 }

@@ -35,25 +35,110 @@ const FAMILIES: &[(&[u8], &[u8])] = &[
     (b"crawl", b"other-bot"),
 ];
 
+/// Per byte value: the tokens (bits, by index in `FAMILIES`) that start with that byte in
+/// either case, so [`family`] compares a token only where its first byte occurs.
+const FIRST: [u32; 256] = {
+    assert!(FAMILIES.len() < 32, "token sets are u32 masks");
+    let mut t = [0u32; 256];
+    let mut i = 0;
+    while i < FAMILIES.len() {
+        let c = FAMILIES[i].0[0];
+        t[c.to_ascii_lowercase() as usize] |= 1 << i;
+        t[c.to_ascii_uppercase() as usize] |= 1 << i;
+        i += 1;
+    }
+    t
+};
+
 /// The family name of a user-agent value; the first product token (up to `/` or space) when no
 /// known token matches, e.g. `MyClient/1.0` → `MyClient`.
+///
+/// One pass over the value: at each byte only the tokens starting with it (and listed before
+/// the best match so far) are compared, instead of searching the value once per token — this
+/// runs on every request, on values the client chose.
 pub fn family(ua: &[u8]) -> &[u8] {
-    for (token, name) in FAMILIES {
-        if contains_ignore_case(ua, token) {
-            return name;
+    let mut best = FAMILIES.len();
+    for (i, &b) in ua.iter().enumerate() {
+        // `best < 32`: only tokens listed before the best match can still win.
+        let mut candidates = FIRST[b as usize] & ((1u32 << best) - 1);
+        while candidates != 0 {
+            let t = candidates.trailing_zeros() as usize;
+            candidates &= candidates - 1;
+            let token = FAMILIES[t].0;
+            if ua.len() - i >= token.len() && ua[i + 1..i + token.len()].eq_ignore_ascii_case(&token[1..]) {
+                // The remaining candidates come later in the list: this one wins here.
+                best = t;
+                break;
+            }
         }
+        if best == 0 {
+            break;
+        }
+    }
+    if let Some((_, name)) = FAMILIES.get(best) {
+        return name;
     }
     let end = ua.iter().position(|&b| b == b'/' || b == b' ').unwrap_or(ua.len());
     &ua[..end]
 }
 
-fn contains_ignore_case(hay: &[u8], needle: &[u8]) -> bool {
-    needle.len() <= hay.len() && hay.windows(needle.len()).any(|w| w.eq_ignore_ascii_case(needle))
-}
-
 #[cfg(test)]
 mod tests {
-    use super::family;
+    use super::{family, FAMILIES};
+
+    /// The definition: the first token in `FAMILIES` order found anywhere in the value.
+    fn reference(ua: &[u8]) -> &[u8] {
+        let contains = |hay: &[u8], needle: &[u8]| needle.len() <= hay.len() && hay.windows(needle.len()).any(|w| w.eq_ignore_ascii_case(needle));
+        for (token, name) in FAMILIES {
+            if contains(ua, token) {
+                return name;
+            }
+        }
+        let end = ua.iter().position(|&b| b == b'/' || b == b' ').unwrap_or(ua.len());
+        &ua[..end]
+    }
+
+    #[test]
+    fn one_pass_matches_the_definition() {
+        let mut values: Vec<Vec<u8>> = vec![b"".to_vec(), b"b".to_vec(), b"BOT".to_vec(), b"xbo".to_vec(), b"Crawl".to_vec(), b"edg".to_vec()];
+        // Every token, in both cases, alone, at the end, cut short, and after another token.
+        for (i, (token, _)) in FAMILIES.iter().enumerate() {
+            let upper = token.to_ascii_uppercase();
+            values.push(token.to_vec());
+            values.push(upper.clone());
+            values.push([b"Mozilla/5.0 x".as_slice(), &upper].concat());
+            values.push(token[..token.len() - 1].to_vec());
+            let other = FAMILIES[(i * 7 + 3) % FAMILIES.len()].0;
+            values.push([other, b" ".as_slice(), token].concat());
+            values.push([*token, b" ".as_slice(), other].concat());
+        }
+        // Pseudo-random mixes of token fragments and bytes (a fixed LCG: deterministic).
+        let mut s = 0x2545_f491_4f6c_dd1du64;
+        let mut next = || {
+            s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (s >> 33) as usize
+        };
+        for _ in 0..5000 {
+            let mut v = Vec::new();
+            for _ in 0..next() % 6 {
+                match next() % 3 {
+                    0 => {
+                        let t = FAMILIES[next() % FAMILIES.len()].0;
+                        v.extend_from_slice(&t[..1 + next() % t.len()]);
+                    }
+                    1 => {
+                        let bytes = b"/ abcdefghijklmnopqrstuvwxyzCHROMEbot\xff";
+                        v.push(bytes[next() % bytes.len()]);
+                    }
+                    _ => v.extend_from_slice(b"Mozilla/5.0 "),
+                }
+            }
+            values.push(v);
+        }
+        for v in &values {
+            assert_eq!(family(v), reference(v), "{:?}", String::from_utf8_lossy(v));
+        }
+    }
 
     #[test]
     fn families() {

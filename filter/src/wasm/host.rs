@@ -18,25 +18,13 @@ pub const HTTP_CALL_RESPONSE_BODY: u32 = 4;
 extern "C" {
     fn proxy_get_header_map_pairs(map_type: u32, data: *mut *mut u8, size: *mut usize) -> u32;
     fn proxy_replace_header_map_value(map_type: u32, key: *const u8, key_size: usize, value: *const u8, value_size: usize) -> u32;
+    fn proxy_remove_header_map_value(map_type: u32, key: *const u8, key_size: usize) -> u32;
     fn proxy_get_property(path: *const u8, path_size: usize, data: *mut *mut u8, size: *mut usize) -> u32;
     fn proxy_set_property(path: *const u8, path_size: usize, value: *const u8, value_size: usize) -> u32;
     fn proxy_increment_metric(id: u32, offset: i64) -> u32;
     fn proxy_get_buffer_bytes(buffer_type: u32, start: usize, max_size: usize, data: *mut *mut u8, size: *mut usize) -> u32;
     fn proxy_continue_stream(stream_type: u32) -> u32;
     fn proxy_get_current_time_nanoseconds(time: *mut u64) -> u32;
-    #[allow(clippy::too_many_arguments)]
-    fn proxy_http_call(
-        upstream: *const u8,
-        upstream_size: usize,
-        headers: *const u8,
-        headers_size: usize,
-        body: *const u8,
-        body_size: usize,
-        trailers: *const u8,
-        trailers_size: usize,
-        timeout_ms: u32,
-        token: *mut u32,
-    ) -> u32;
     fn proxy_record_metric(id: u32, value: u64) -> u32;
     #[allow(clippy::too_many_arguments)]
     fn proxy_send_local_response(
@@ -108,6 +96,12 @@ pub fn replace_header(map_type: u32, name: &[u8], value: &[u8]) -> bool {
     unsafe { proxy_replace_header_map_value(map_type, name.as_ptr(), name.len(), value.as_ptr(), value.len()) == OK }
 }
 
+/// Removes every value of `name`.
+pub fn remove_header(map_type: u32, name: &[u8]) -> bool {
+    // SAFETY: as above.
+    unsafe { proxy_remove_header_map_value(map_type, name.as_ptr(), name.len()) == OK }
+}
+
 pub fn increment(id: u32) {
     // SAFETY: plain values. A missing metric is not worth failing a request over.
     let _ = unsafe { proxy_increment_metric(id, 1) };
@@ -146,27 +140,4 @@ pub fn now_ns() -> u64 {
     // SAFETY: out-param valid for writes.
     unsafe { proxy_get_current_time_nanoseconds(&mut t) };
     t
-}
-
-/// Starts a call to `cluster`; `headers` is a serialised map with :method, :path, :authority.
-/// `None` when Envoy refuses it (unknown cluster, bad headers).
-pub fn http_call(cluster: &[u8], headers: &[u8], body: &[u8], timeout_ms: u32) -> Option<u32> {
-    let mut token = 0;
-    let no_trailers = [0u8; 4];
-    // SAFETY: all slices valid for reads, token valid for writes.
-    let status = unsafe {
-        proxy_http_call(
-            cluster.as_ptr(),
-            cluster.len(),
-            headers.as_ptr(),
-            headers.len(),
-            body.as_ptr(),
-            body.len(),
-            no_trailers.as_ptr(),
-            no_trailers.len(),
-            timeout_ms,
-            &mut token,
-        )
-    };
-    (status == OK).then_some(token)
 }

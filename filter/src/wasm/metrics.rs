@@ -1,5 +1,6 @@
-//! Metric ids, defined once per configuration. Envoy shows them in `/stats/prometheus` with its
-//! `wasmcustom` prefix: `edgescore.requests_scored` → `envoy_wasmcustom_edgescore_requests_scored`.
+//! Metric ids, defined once per configuration. Envoy 1.40 keeps them under `wasmcustom.` in
+//! `/stats` (`wasmcustom.edgescore.requests_scored`) but strips that prefix in
+//! `/stats/prometheus`, where dots become underscores: `edgescore_requests_scored`.
 
 use crate::scorer::ModelPolicy;
 use proxy_wasm::hostcalls::define_metric;
@@ -34,6 +35,11 @@ pub struct TextMetrics {
     pub skipped_empty: u32,
     /// Per configured label (in the config's order): requests where it crossed its threshold.
     pub labels: Vec<u32>,
+    /// Requests whose decision the text verdict raised above the tree decision, by the new
+    /// action (`edgescore.decision.*` keeps counting the tree decision).
+    pub raised_tag: u32,
+    pub raised_block: u32,
+    pub raised_shadow_block: u32,
 }
 
 /// A counter for the service's answer label, defined on first use (the service may answer with
@@ -76,6 +82,9 @@ impl Metrics {
                 latency_ms: define_metric(MetricType::Histogram, "edgescore.text.latency_ms").unwrap_or(u32::MAX),
                 skipped_empty: counter("edgescore.text.skipped_empty"),
                 labels: text_labels.iter().map(|l| counter(&format!("edgescore.text.label.{l}"))).collect(),
+                raised_tag: counter("edgescore.text.decision.tag"),
+                raised_block: counter("edgescore.text.decision.block"),
+                raised_shadow_block: counter("edgescore.text.decision.shadow_block"),
             },
         }
     }

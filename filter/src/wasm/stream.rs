@@ -13,10 +13,12 @@ use crate::config::{ActionKind, Mode, OnError};
 use crate::request::{HeaderMap, Request};
 use crate::scorer::action_name;
 use crate::text::{self, BodyKind, Combine, TextVerdict};
+use proxy_wasm::hostcalls;
 use proxy_wasm::traits::{Context, HttpContext};
 use proxy_wasm::types::Action;
 use std::cell::RefCell;
 use std::rc::Rc;
+use std::time::Duration;
 
 /// Filter-state keys (Envoy stores them as `wasm.<key>`, readable in access logs with
 /// `%FILTER_STATE(wasm.edgescore.scores:PLAIN)%`).
@@ -85,6 +87,13 @@ impl HttpContext for Stream {
 
     fn on_http_request_body(&mut self, body_size: usize, end_of_stream: bool) -> Action {
         self.with_active(|a, text| a.on_request_body(body_size, end_of_stream, text))
+    }
+
+    fn on_http_request_trailers(&mut self, _num_trailers: usize) -> Action {
+        if matches!(self.text, TextState::None) {
+            return Action::Continue;
+        }
+        self.with_active(|a, text| a.on_request_trailers(text))
     }
 }
 
@@ -158,9 +167,14 @@ impl Active {
         }
         // The text path: only qualifying requests with a body wait; everything else goes on.
         if let Some(t) = &self.text {
+            // A client must not be able to send its own text verdict upstream either (the map
+            // is already parsed: no host call unless the header is there).
+            if map.get(t.header.as_bytes()).is_some() {
+                host::remove_header(REQUEST_HEADERS, t.header.as_bytes());
+            }
             let gated = t.combine == Combine::TreeGated && verdict.action == ActionKind::Allow;
             if !end_of_stream && !gated {
-                if let Some(kind) = t.qualifies(map.get(b":method").unwrap_or_default(), map.get(b"content-type")) {
+                if let Some(kind) = t.qualifies(map.get(b":method").unwrap_or_default(), map.get(b"content-type"), map.get(b"content-encoding")) {
                     *text = TextState::AwaitingBody { kind, tree: verdict.action };
                     // Holding the headers needs `allow_on_headers_stop_iteration: true` in the
                     // Wasm filter config (Envoy >= 1.35): otherwise Envoy sends them upstream
@@ -180,11 +194,26 @@ impl Active {
             TextState::None => return Action::Continue,
         };
         let Some(t) = &self.text else { return Action::Continue };
-        let max = t.max_body_bytes as usize;
-        if !end_of_stream && body_size < max {
+        if !end_of_stream && body_size < t.max_body_bytes as usize {
             return Action::Pause;
         }
-        let body = host::buffer(REQUEST_BODY, 0, body_size.min(max));
+        self.call_text(kind, tree, text)
+    }
+
+    /// Request trailers end the body without a body callback at end of stream: score what was
+    /// buffered (without this a client could skip the text path by sending trailers).
+    fn on_request_trailers(&mut self, text: &mut TextState) -> Action {
+        match *text {
+            TextState::AwaitingBody { kind, tree } => self.call_text(kind, tree, text),
+            TextState::Calling { .. } => Action::Pause,
+            TextState::None => Action::Continue,
+        }
+    }
+
+    /// The body is complete or `max_body_bytes` long: extract its text and call the service.
+    fn call_text(&mut self, kind: BodyKind, tree: ActionKind, text: &mut TextState) -> Action {
+        let Some(t) = &self.text else { return Action::Continue };
+        let body = host::buffer(REQUEST_BODY, 0, t.max_body_bytes as usize);
         let content = t.extract(kind, body.as_ref().map_or(&[][..], |b| b.bytes()));
         drop(body);
         if content.trim().is_empty() {
@@ -192,23 +221,25 @@ impl Active {
             host::increment(self.metrics.text.skipped_empty);
             return Action::Continue;
         }
-        let mut call_headers = Vec::new();
-        HeaderMap::encode_into(
-            &mut call_headers,
-            &[
-                (":method", "POST"),
-                (":path", t.path.as_str()),
-                (":authority", t.authority.as_str()),
-                ("content-type", "application/json"),
-            ],
-        );
+        let call_headers = vec![
+            (":method", "POST"),
+            (":path", t.path.as_str()),
+            (":authority", t.authority.as_str()),
+            ("content-type", "application/json"),
+        ];
         host::increment(self.metrics.text.calls);
-        match host::http_call(t.cluster.as_bytes(), &call_headers, &text::request_body(&content), t.timeout_ms) {
-            Some(token) => {
+        // Through the SDK, not a raw `proxy_http_call`: the SDK's `proxy_on_http_call_response`
+        // routes the answer by the token it registered at dispatch and panics ("invalid
+        // token_id") on any other. It returns Envoy's BadArgument (unknown cluster) and
+        // InternalFailure as errors.
+        let body = text::request_body(&content);
+        let timeout = Duration::from_millis(t.timeout_ms as u64);
+        match hostcalls::dispatch_http_call(&t.cluster, call_headers, Some(&body), vec![], timeout) {
+            Ok(token) => {
                 *text = TextState::Calling { token, started_ns: host::now_ns(), tree };
                 Action::Pause
             }
-            None => {
+            Err(_) => {
                 *text = TextState::None;
                 self.text_failed(b"error=dispatch")
             }
@@ -257,20 +288,25 @@ impl Active {
         host::replace_header(REQUEST_HEADERS, t.header.as_bytes(), value.as_bytes());
         host::set_property(STATE_TEXT, value.as_bytes());
         host::increment(metrics::text_verdict(&verdict.label));
-        if let Some(label) = &label {
-            if let Some(i) = t.labels.keys().position(|l| l == label) {
-                host::increment(self.metrics.text.labels[i]);
-            }
+        for i in t.crossed(&verdict) {
+            host::increment(self.metrics.text.labels[i]);
         }
-        // The text verdict only strengthens the tree decision.
+        // The text verdict only strengthens the tree decision. `edgescore.decision.*` counted
+        // the tree decision already; what the text verdict raised is counted apart, so every
+        // request stays in exactly one `decision` counter.
         if action > tree {
             let shadow = self.scorer.mode() == Mode::Shadow && action == ActionKind::Block;
             let decision = format!("{};text={}{}", action_name(action), label.unwrap_or_default(), if shadow { ";shadow" } else { "" });
             let names = self.scorer.header_names();
             host::replace_header(REQUEST_HEADERS, names.decision.as_bytes(), decision.as_bytes());
             host::set_property(STATE_DECISION, decision.as_bytes());
+            let m = &self.metrics.text;
+            host::increment(match action {
+                ActionKind::Block if shadow => m.raised_shadow_block,
+                ActionKind::Block => m.raised_block,
+                _ => m.raised_tag,
+            });
             if action == ActionKind::Block && !shadow {
-                host::increment(self.metrics.decision_block);
                 HeaderMap::encode_into(&mut self.reply_headers, &[(names.decision.as_bytes(), decision.as_bytes())]);
                 host::send_local_response(t.block_status() as u32, b"edgescore_text_block", t.block_body(), &self.reply_headers);
                 return;

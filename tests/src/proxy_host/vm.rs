@@ -854,7 +854,12 @@ impl Vm {
         } else {
             "proxy_on_response_trailers"
         };
-        let r = self.callback(s, name, (s.id as i32, n as i32, 0))?;
+        // ABI 0.2.1: proxy_on_{request,response}_trailers(context_id, num_trailers), two
+        // parameters (headers and bodies have a third, end_of_stream).
+        let r = match self.invoke::<(i32, i32), i32>(name, s.id, (s.id as i32, n as i32)) {
+            Ok(v) => v,
+            Err(e) => return Err(self.on_trap(s, e)),
+        };
         let mut st = s.state.lock().unwrap();
         let stopped_by_reply = st.pending_local_reply.is_some();
         let d = dir_mut(&mut st, dir);
