@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import sys
 import warnings

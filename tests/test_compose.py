@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 import sys
 from pathlib import Path
@@ -21,6 +20,7 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "demo"))
 import render_envoy  # noqa: E402
+from envoy_harness import require_build  # noqa: E402
 
 SCHEMA = ROOT / "tests" / "schemas" / "compose_spec.json"
 SCHEMA_SHA256 = "0dc04bd346dcfee1b1419628fff79937bbf076925f298f272a2b490e2b112bac"
@@ -28,15 +28,6 @@ COMPOSE = ROOT / "docker-compose.yml"
 # The schema declares draft 2019-09 under a URI jsonschema does not recognise
 # ("http://json-schema.org/draft/2019-09/schema#"), so name the draft explicitly.
 VALIDATOR = jsonschema.Draft201909Validator
-
-
-def require_build() -> None:
-    missing = render_envoy.missing_artifacts()
-    if missing:
-        msg = "not built (run `make build`): " + ", ".join(str(p.relative_to(ROOT)) for p in missing)
-        if os.environ.get("EDGESCORE_REQUIRE_BUILD"):
-            pytest.fail(msg)
-        pytest.skip(msg)
 
 
 @pytest.fixture(scope="module")

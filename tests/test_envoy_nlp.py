@@ -30,10 +30,10 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "demo"))
-import backend as demo_backend  # noqa: E402
 import envoyctl  # noqa: E402
 import render_envoy  # noqa: E402
 import traffic  # noqa: E402
+from envoy_harness import Upstream, require_build  # noqa: E402
 
 TEXT = render_envoy.text_config()
 TIMEOUT_S = TEXT["timeout_ms"] / 1000
@@ -45,15 +45,6 @@ TOXIC = "you are a worthless idiot and everyone hates you"
 THREAT = "I know where you live and I'm going to hurt you"
 BENIGN = "thanks for the help yesterday, see you at practice tomorrow!"
 SPAM = "earn money fast, visit my site for free skins"
-
-
-def require_build() -> None:
-    missing = render_envoy.missing_artifacts()
-    if missing:
-        msg = "not built (run `make build`): " + ", ".join(str(p.relative_to(ROOT)) for p in missing)
-        if os.environ.get("EDGESCORE_REQUIRE_BUILD"):
-            pytest.fail(msg)
-        pytest.skip(msg)
 
 
 def free_port() -> int:
@@ -128,30 +119,6 @@ def nlp(tmp_path_factory):
 
 # ---------------------------------------------------------------------------------------------
 # the upstream and Envoy
-
-
-class Upstream:
-    """A recording HTTP server on 127.0.0.1 (the demo backend's handler)."""
-
-    def __init__(self) -> None:
-        self.records: list[dict] = []
-        self.lock = threading.Lock()
-        self.server = demo_backend.make_server("127.0.0.1", 0, on_request=self._record)
-        self.port = self.server.server_port
-        demo_backend.serve_in_thread(self.server)
-
-    def _record(self, rec: dict) -> None:
-        with self.lock:
-            self.records.append(rec)
-
-    def take(self) -> list[dict]:
-        with self.lock:
-            out, self.records = self.records, []
-        return out
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
 
 
 @pytest.fixture(scope="module")

@@ -22,7 +22,8 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "models"))
 import feature_log  # noqa: E402
-from test_envoy import (MODELS, Upstream, envoy_config, render_envoy, require_build,  # noqa: E402,F401
+from envoy_harness import require_build  # noqa: E402
+from test_envoy import (MODELS, envoy_config, render_envoy,  # noqa: E402,F401
                         start_envoy, traffic, upstream)
 
 REQUESTS = traffic.requests()
