@@ -187,8 +187,7 @@ static_resources:
                   duration_ms: "%DURATION%"
                   user_agent: "%REQ(USER-AGENT)%"
                   upstream: "%UPSTREAM_HOST%"
-                  edgescore_scores: "%FILTER_STATE(wasm.edgescore.scores:PLAIN)%"
-                  edgescore_decision: "%FILTER_STATE(wasm.edgescore.decision:PLAIN)%"
+                  edgescore: "%FILTER_STATE(wasm.edgescore:PLAIN)%"
                   edgescore_features: "%FILTER_STATE(wasm.edgescore.features:PLAIN)%"
                   edgescore_text: "%FILTER_STATE(wasm.edgescore.text:PLAIN)%"
           http_filters:

@@ -136,6 +136,13 @@ def cli_step(cli: Path) -> None:
     print()
 
 
+def parse_state(s: str | None) -> tuple[str, dict[str, str]]:
+    """The access log's `edgescore` field (filter state `wasm.edgescore`): the decision, a
+    space, the scores (`tag;model=abuse@v1 bot=0.0312;abuse=0.7700`)."""
+    decision, _, scores = (s or "").partition(" ")
+    return decision or "-", parse_scores(scores)
+
+
 def parse_scores(s: str | None) -> dict[str, str]:
     out = {}
     for part in (s or "").split(";"):
@@ -172,13 +179,12 @@ def chat_step(envoy: envoyctl.Envoy, nlp: NlpService | None, names: list[str]) -
     print("-" * len(hdr))
     for i, (r, (resp, ms)) in enumerate(zip(reqs, results)):
         log = logs.get(r.path, {})
-        scores = parse_scores(log.get("edgescore_scores"))
+        decision, scores = parse_state(log.get("edgescore"))
         text = parse_scores(log.get("edgescore_text"))
         ct = dict(r.headers).get("content-type", "").split(";")[0]
         label = text.get("label") or (text and "error") or "-"
         score = text.get("score", "-")[:6]
         cells = " ".join(f"{scores.get(n, '-'):>8}" for n in names)
-        decision = log.get("edgescore_decision") or "-"
         print(f"{i + 1:>2} {r.kind:7} {r.name:18} {ct:33} {cells}  {label:10} {score:>6}  {decision:22} "
               f"{resp.status:>6} {ms:5.0f}")
     if nlp is not None:
@@ -269,8 +275,7 @@ def main(argv: list[str] | None = None) -> int:
         print("-" * len(hdr))
         for i, (r, resp) in enumerate(zip(reqs, results)):
             log = logs[i] if i < len(logs) else {}
-            scores = parse_scores(log.get("edgescore_scores"))
-            decision = log.get("edgescore_decision") or "-"
+            decision, scores = parse_state(log.get("edgescore"))
             path = r.path if len(r.path) <= 28 else r.path[:25] + "..."
             cells = " ".join(f"{scores.get(n, '-'):>8}" for n in names)
             print(f"{i + 1:>2} {r.kind:7} {r.name:22} {r.method + ' ' + path:34} {cells}  {decision:34} {resp.status}")

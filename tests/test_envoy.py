@@ -309,13 +309,14 @@ def test_access_log_carries_filter_state(real, upstream):
         time.sleep(0.1)
     line = lines[0]
     assert line["status"] == 200
-    assert line["edgescore_scores"] == header(rec, "x-edgescore")
-    assert line["edgescore_decision"] == header(rec, "x-edgescore-decision")
+    # Filter state `wasm.edgescore`: the decision, a space, the scores (the two headers' values).
+    assert line["edgescore"] == header(rec, "x-edgescore-decision") + " " + header(rec, "x-edgescore")
+    decision, scores = line["edgescore"].split(" ")
     feats = json.loads(line["edgescore_features"])  # sample_rate 1: every request is logged
-    assert feats["v"] == 1 and feats["mode"] == "enforce" and feats["decision"] == line["edgescore_decision"].split(";")[0]
+    assert feats["v"] == 1 and feats["mode"] == "enforce" and feats["decision"] == decision.split(";")[0]
     assert [k.split("@")[0] for k in feats["scores"]] == NAMES
     for name, score in zip(NAMES, feats["scores"].values()):
-        assert abs(score - scores_of(line["edgescore_scores"])[name]) <= 0.00005 + 1e-9
+        assert abs(score - scores_of(scores)[name]) <= 0.00005 + 1e-9
     assert feats["features"] and all(v is None or isinstance(v, (int, float)) for v in feats["features"].values())
     assert real.counter("wasmcustom.edgescore.feature_log.lines") >= 1
 

@@ -13,6 +13,7 @@ pub mod artifact;
 #[doc(hidden)]
 pub mod bench;
 pub mod config;
+pub mod conn_cache;
 pub mod ensemble;
 pub mod features;
 pub mod ir;

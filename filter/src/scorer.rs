@@ -3,7 +3,7 @@
 //! reuses its buffers and allocates nothing.
 
 use crate::artifact::{Model, ScoreError};
-use crate::config::{ActionKind, ConfigError, HeaderNames, Mode, OnError, PluginConfig, DEFAULT_BLOCK_BODY, DEFAULT_BLOCK_STATUS};
+use crate::config::{ActionKind, ConfigError, HeaderNames, MetricsConfig, Mode, OnError, PluginConfig, DEFAULT_BLOCK_BODY, DEFAULT_BLOCK_STATUS};
 use crate::features::{FeatureSchema, Properties, Slot};
 use crate::model_set::ModelSet;
 use crate::request::Request;
@@ -38,6 +38,7 @@ pub struct Scorer {
     mode: Mode,
     on_error: OnError,
     headers: HeaderNames,
+    metrics: MetricsConfig,
     schema: FeatureSchema,
     shared: Vec<f32>,
     set: ModelSet,
@@ -49,6 +50,7 @@ pub struct Scorer {
     sampler: Sampler,
     scores_header: Vec<u8>,
     decision_header: Vec<u8>,
+    state_value: Vec<u8>,
     log_line: Vec<u8>,
 }
 
@@ -109,12 +111,14 @@ impl Scorer {
         let n_slots = schema.slots().len();
         let decision_room = 64 + policies.iter().map(|p| p.id.len()).max().unwrap_or(0);
         let n_models = policies.len();
-        let header_room: usize = policies.iter().map(|p| p.name.len() + 16).sum();
+        // `;name=` and the longest `{:.4}` of an f32 (`-340282346638528859811704183484516925440.0000`).
+        let header_room: usize = policies.iter().map(|p| p.name.len() + 48).sum();
         let log_room = 96 + policies.iter().map(|p| p.id.len() + 40).sum::<usize>() + schema.slots().iter().map(|s| s.name.len() + 64).sum::<usize>();
         Ok(Scorer {
             mode: cfg.mode,
             on_error: cfg.on_error,
             headers: cfg.headers.clone(),
+            metrics: cfg.metrics,
             shared: vec![f32::NAN; n_slots],
             schema,
             set,
@@ -125,6 +129,7 @@ impl Scorer {
             sampler: Sampler::new(cfg.feature_log.sample_rate, seed),
             scores_header: Vec::with_capacity(header_room),
             decision_header: Vec::with_capacity(decision_room),
+            state_value: Vec::with_capacity(decision_room + 1 + header_room),
             log_line: Vec::with_capacity(log_room),
         })
     }
@@ -141,6 +146,10 @@ impl Scorer {
     }
     pub fn header_names(&self) -> &HeaderNames {
         &self.headers
+    }
+    /// Which per-model metrics to record.
+    pub fn metrics_config(&self) -> MetricsConfig {
+        self.metrics
     }
     pub fn models(&self) -> &[ModelPolicy] {
         &self.policies
@@ -187,6 +196,11 @@ impl Scorer {
     pub fn decision_header(&self) -> &[u8] {
         &self.decision_header
     }
+    /// The filter-state value: the decision header, a space, the scores header
+    /// (`tag;model=abuse@v1 bot=0.0312;abuse=0.7700`).
+    pub fn state_value(&self) -> &[u8] {
+        &self.state_value
+    }
     /// The last sampled request's feature-log line (a one-line JSON object).
     pub fn feature_log(&self) -> &[u8] {
         &self.log_line
@@ -214,6 +228,11 @@ impl Scorer {
                 d.extend_from_slice(b";shadow");
             }
         }
+        let st = &mut self.state_value;
+        st.clear();
+        st.extend_from_slice(d);
+        st.push(b' ');
+        st.extend_from_slice(h);
     }
 
     fn write_log_line(&mut self, v: Verdict) {

@@ -8,7 +8,7 @@
 //! - the host's calls into `proxy_on_memory_allocate` (one per buffer the host returns), which
 //!   the arena serves — counted by the host, so the two views must agree.
 
-use edgescore_tests::filter_models::two_model_config;
+use edgescore_tests::filter_models::{artifact, base64, step_model, two_model_config};
 use edgescore_tests::proxy_host::{cargo::filter_wasm, Host, Vm};
 
 fn counters(vm: &mut Vm) -> (u64, u64, u64, u64) {
@@ -68,4 +68,45 @@ fn no_heap_allocation_per_request_after_warm_up() {
     assert!(arena >= n as u64, "host buffers were not served by the arena");
     assert_eq!(arena, host_allocs, "every host buffer should come from the arena");
     assert!(recycled >= n as u64, "the SDK's context boxes should be recycled");
+}
+
+/// The same with a schema that reads connection properties: `connection_id` per request, the
+/// properties once per connection into the filter's preallocated table (new connections,
+/// known ones, and connections whose slot another one took over).
+#[test]
+fn no_heap_allocation_with_connection_properties() {
+    let proto = base64(&artifact(&step_model("proto", "http_protocol", 1.5, 1.0)));
+    let sni = base64(&artifact(&step_model("sni", "sni_present", 0.5, 1.0)));
+    let config = format!(
+        r#"{{"hash_key":"test-key-0123456789","feature_log":{{"sample_rate":1}},"models":[
+            {{"artifact":"{proto}","threshold":2,"action":"tag"}},{{"artifact":"{sni}","threshold":2,"action":"tag"}}]}}"#
+    );
+    let host = Host::new(filter_wasm().unwrap()).unwrap();
+    let mut vm = host.vm(b"").unwrap();
+    assert!(vm.configure(config.as_bytes()).unwrap());
+    let big = "c=".to_string() + &"x".repeat(20_000);
+    let long_sni = "s".repeat(300); // too long for the table: read on every request
+    let run = |vm: &mut Vm, i: usize| {
+        let s = vm.stream();
+        // 3 requests per connection on average, ids spread so slots get taken over.
+        s.set_property(&["connection_id"], ((i / 3) as u64 * 97).to_le_bytes());
+        s.set_property(&["request", "protocol"], if i.is_multiple_of(2) { "HTTP/1.1" } else { "HTTP/2" });
+        s.set_property(&["connection", "requested_server_name"], if i.is_multiple_of(11) { long_sni.as_str() } else { "shop.example.com" });
+        vm.request_headers(&s, request(i, &big), true).unwrap();
+        assert!(s.request_headers().get("x-edgescore").is_some());
+        vm.done(&s).unwrap();
+    };
+    for i in 0..40 {
+        run(&mut vm, i);
+    }
+    let before = counters(&mut vm);
+    let n = 200;
+    for i in 0..n {
+        run(&mut vm, 40 + i);
+    }
+    let after = counters(&mut vm);
+    let (heap, arena, host_allocs) = (after.0 - before.0, after.1 - before.1, after.3 - before.3);
+    println!("per {n} requests: heap {heap}, arena {arena}, host allocator calls {host_allocs}");
+    assert_eq!(heap, 0, "requests reached the system allocator");
+    assert_eq!(arena, host_allocs, "every host buffer should come from the arena");
 }

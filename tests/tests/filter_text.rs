@@ -169,7 +169,10 @@ fn above_a_block_threshold_enforce_replies_and_nothing_goes_upstream() {
     assert_eq!(reply.headers.get_str("x-edgescore-decision").as_deref(), Some("block;text=toxic"));
     assert_eq!(reply.details, "edgescore_text_block");
     assert_eq!(s.upstream_request().0, None, "a blocked request never reaches the upstream");
-    assert_eq!(s.filter_state("edgescore.decision").as_deref(), Some(&b"block;text=toxic"[..]));
+    // Filter state `edgescore`: the decision the text verdict raised, then the tree's scores.
+    let state = String::from_utf8(s.filter_state("edgescore").unwrap()).unwrap();
+    let scores = s.request_headers().get_str("x-edgescore").unwrap();
+    assert_eq!(state, format!("block;text=toxic {scores}"));
     assert_eq!(metric(&vm, "edgescore.text.label.toxic"), 1);
     assert_eq!(metric(&vm, "edgescore.text.decision.block"), 1);
     // The tree decision (allow) is counted once; the text block apart from it.

@@ -38,7 +38,7 @@ fn browser_passes_with_scores() {
     let h = s.request_headers();
     assert_eq!(h.get_str("x-edgescore").unwrap(), "bot=0.0180;scanner=0.0474");
     assert_eq!(h.get_str("x-edgescore-decision").unwrap(), "allow");
-    assert_eq!(s.filter_state("edgescore.scores").unwrap(), b"bot=0.0180;scanner=0.0474");
+    assert_eq!(s.filter_state("edgescore").unwrap(), b"allow bot=0.0180;scanner=0.0474");
     assert!(s.local_reply().is_none());
     assert_eq!(vm.metric("edgescore.requests_scored"), Some(1));
     assert_eq!(vm.metric("edgescore.decision.allow"), Some(1));
@@ -103,6 +103,7 @@ fn configuration_errors_name_the_field() {
         (format!(r#"{{"hash_key":"short","models":[{{"artifact":"{good}","threshold":0.5}}]}}"#), "hash_key: must be at least 16 bytes"),
         (format!(r#"{{"hash_key":"test-key-0123456789","models":[{{"artifact":"{good}","threshold":0.5,"action":"tag","status":403}}]}}"#), "models[0].status"),
         ("{not json".to_string(), "configuration: key must be a string at line 1 column 2"),
+        (format!(r#"{{"hash_key":"test-key-0123456789","metrics":{{"histograms":false}},"models":[{{"artifact":"{good}","threshold":0.5}}]}}"#), "metrics.histograms: unknown field"),
     ];
     for (i, (config, want)) in cases.iter().enumerate() {
         let mut vm = host.vm(b"").unwrap();
@@ -112,6 +113,28 @@ fn configuration_errors_name_the_field() {
         assert!(!vm.is_poisoned());
     }
     assert_eq!(host.metric("edgescore.config_errors"), Some(cases.len() as u64));
+}
+
+#[test]
+fn per_model_metrics_can_be_turned_off() {
+    let mut vm = vm(&two_model_config("enforce", r#","metrics":{"score_histograms":false,"model_counters":false}"#));
+    let s = vm.stream();
+    vm.request_headers(&s, browser(), true).unwrap();
+    assert_eq!(s.request_headers().get_str("x-edgescore").unwrap(), "bot=0.0180;scanner=0.0474");
+    assert_eq!(vm.metric("edgescore.requests_scored"), Some(1));
+    assert_eq!(vm.metric("edgescore.decision.allow"), Some(1));
+    for model in ["bot", "scanner"] {
+        for band in ["allow", "tag", "block"] {
+            assert_eq!(vm.metric(&format!("edgescore.model.{model}.{band}")), None, "{model}.{band} defined");
+        }
+        assert!(vm.histogram(&format!("edgescore.model.{model}.score_permille")).is_empty());
+    }
+    // One of the two back on.
+    let mut vm = self::vm(&two_model_config("enforce", r#","metrics":{"model_counters":false}"#));
+    let s = vm.stream();
+    vm.request_headers(&s, browser(), true).unwrap();
+    assert_eq!(vm.histogram("edgescore.model.bot.score_permille"), vec![18]);
+    assert_eq!(vm.metric("edgescore.model.bot.allow"), None);
 }
 
 #[test]
@@ -149,4 +172,40 @@ fn hostile_requests_never_trap() {
     }
     assert_eq!(vm.metric("edgescore.requests_scored"), Some(6));
     assert_eq!(vm.metric("edgescore.errors").unwrap_or(0), 0);
+}
+
+/// With two or more connection properties in the schema, the filter reads `connection_id` per
+/// request and the properties once per connection; without an id it reads them every time.
+#[test]
+fn connection_properties_are_read_once_per_connection() {
+    let proto = base64(&artifact(&step_model("proto", "http_protocol", 1.5, 1.0)));
+    let tls = base64(&artifact(&step_model("tls", "tls_version", 1.25, 1.0)));
+    let config = format!(
+        r#"{{"hash_key":"test-key-0123456789","feature_log":{{"sample_rate":1}},"models":[
+            {{"artifact":"{proto}","threshold":2,"action":"tag"}},{{"artifact":"{tls}","threshold":2,"action":"tag"}}]}}"#
+    );
+    let mut vm = vm(&config);
+    let mut features = |connection: Option<u64>, protocol: &str, tls: Option<&str>| -> (f64, f64) {
+        let s = vm.stream();
+        if let Some(id) = connection {
+            s.set_property(&["connection_id"], id.to_le_bytes());
+        }
+        s.set_property(&["request", "protocol"], protocol);
+        if let Some(t) = tls {
+            s.set_property(&["connection", "tls_version"], t);
+        }
+        vm.request_headers(&s, browser(), true).unwrap();
+        let line: serde_json::Value = serde_json::from_slice(&s.filter_state("edgescore.features").expect("sampled")).unwrap();
+        vm.done(&s).unwrap();
+        (line["features"]["http_protocol"].as_f64().unwrap(), line["features"]["tls_version"].as_f64().unwrap())
+    };
+    assert_eq!(features(Some(1), "HTTP/2", Some("TLSv1.3")), (2.0, 1.3));
+    // Same connection: what the first request read, whatever the host would say now.
+    assert_eq!(features(Some(1), "HTTP/1.1", None), (2.0, 1.3));
+    // A new connection (same slot of the table included) is read afresh.
+    assert_eq!(features(Some(257), "HTTP/1.1", None), (1.1, 0.0));
+    assert_eq!(features(Some(1), "HTTP/3", Some("TLSv1.2")), (3.0, 1.2));
+    // No connection id: read on every request.
+    assert_eq!(features(None, "HTTP/1.0", None), (1.0, 0.0));
+    assert_eq!(features(None, "HTTP/2", Some("TLSv1.3")), (2.0, 1.3));
 }

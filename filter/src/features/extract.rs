@@ -17,6 +17,13 @@ pub struct Properties {
     pub source_address: bool,
 }
 
+impl Properties {
+    /// How many properties are wanted.
+    pub fn count(&self) -> usize {
+        [self.protocol, self.tls_version, self.sni, self.source_address].iter().filter(|&&w| w).count()
+    }
+}
+
 /// The distinct features to compute, in a fixed order, and what the header pass must watch.
 #[derive(Debug, Clone, Default)]
 pub struct FeaturePlan {

@@ -2,6 +2,7 @@
 //! `/stats` (`wasmcustom.edgescore.requests_scored`) but strips that prefix in
 //! `/stats/prometheus`, where dots become underscores: `edgescore_requests_scored`.
 
+use crate::config::MetricsConfig;
 use crate::scorer::ModelPolicy;
 use proxy_wasm::hostcalls::define_metric;
 use proxy_wasm::types::MetricType;
@@ -56,8 +57,10 @@ pub fn config_errors() -> Option<u32> {
 impl Metrics {
     /// `define_metric` returns the existing id for a known name, so a reconfiguration reuses
     /// the same counters.
-    pub fn define(models: &[ModelPolicy], text_labels: &[&str]) -> Metrics {
+    /// Per-model metrics turned off in `metrics` are not defined (their ids are `u32::MAX`).
+    pub fn define(models: &[ModelPolicy], per_model: MetricsConfig, text_labels: &[&str]) -> Metrics {
         let counter = |name: &str| define_metric(MetricType::Counter, name).unwrap_or(u32::MAX);
+        let model_counter = |name: &str| if per_model.model_counters { counter(name) } else { u32::MAX };
         Metrics {
             requests_scored: counter("edgescore.requests_scored"),
             decision_allow: counter("edgescore.decision.allow"),
@@ -69,10 +72,13 @@ impl Metrics {
             models: models
                 .iter()
                 .map(|m| ModelMetrics {
-                    allow: counter(&format!("edgescore.model.{}.allow", m.name)),
-                    tag: counter(&format!("edgescore.model.{}.tag", m.name)),
-                    block: counter(&format!("edgescore.model.{}.block", m.name)),
-                    score_permille: define_metric(MetricType::Histogram, &format!("edgescore.model.{}.score_permille", m.name)).unwrap_or(u32::MAX),
+                    allow: model_counter(&format!("edgescore.model.{}.allow", m.name)),
+                    tag: model_counter(&format!("edgescore.model.{}.tag", m.name)),
+                    block: model_counter(&format!("edgescore.model.{}.block", m.name)),
+                    score_permille: match per_model.score_histograms {
+                        true => define_metric(MetricType::Histogram, &format!("edgescore.model.{}.score_permille", m.name)).unwrap_or(u32::MAX),
+                        false => u32::MAX,
+                    },
                 })
                 .collect(),
             text: TextMetrics {

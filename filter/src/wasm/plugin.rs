@@ -5,6 +5,7 @@
 use super::metrics::{self, Metrics};
 use super::stream::Stream;
 use crate::config::PluginConfig;
+use crate::conn_cache::ConnCache;
 use crate::scorer::Scorer;
 use crate::text::TextConfig;
 use proxy_wasm::hostcalls;
@@ -20,7 +21,13 @@ pub struct Active {
     /// Serialised headers of a local reply (reused).
     pub reply_headers: Vec<u8>,
     pub text: Option<TextConfig>,
+    /// Connection properties by connection id (see [`ConnCache`]).
+    pub conns: ConnCache,
 }
+
+/// Connections whose properties are remembered per worker (a direct-mapped table of ~370-byte
+/// slots: 96 KiB).
+const CONN_SLOTS: usize = 256;
 
 #[derive(Default)]
 pub struct Plugin {
@@ -57,8 +64,8 @@ impl RootContext for Plugin {
                     ),
                 );
                 let labels: Vec<&str> = text.iter().flat_map(|t| t.labels.keys().map(String::as_str)).collect();
-                let metrics = Metrics::define(scorer.models(), &labels);
-                *self.active.borrow_mut() = Some(Active { scorer, metrics, reply_headers: Vec::with_capacity(256), text });
+                let metrics = Metrics::define(scorer.models(), scorer.metrics_config(), &labels);
+                *self.active.borrow_mut() = Some(Active { scorer, metrics, reply_headers: Vec::with_capacity(256), text, conns: ConnCache::new(CONN_SLOTS) });
                 true
             }
             Err(e) => {

@@ -14,7 +14,7 @@
 //! let b = vm.request_body(&s, b"{}", true)?;
 //! vm.response_headers(&s, [(":status", "200")], true)?;
 //! vm.done(&s)?;                                   // on_log, on_done, on_delete
-//! let _ = (a == Action::Continue, b, s.request_headers(), s.local_reply(), s.filter_state("edgescore.scores"));
+//! let _ = (a == Action::Continue, b, s.request_headers(), s.local_reply(), s.filter_state("edgescore"));
 //! let _ = (vm.metric("requests"), vm.histogram("latency"), vm.logs(), vm.pending_http_calls());
 //! let (calls, bytes) = vm.allocator_calls();
 //! let guest = vm.call_u64_export("edgescore_heap_allocations")?;
