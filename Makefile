@@ -10,7 +10,7 @@ EDGESCORE_DEBUG := target/debug/edgescore
 EDGESCORE := target/release/edgescore
 
 # (models: see build)
-.PHONY: models envoy-yaml bench-envoy all build demo test test-rust test-python bench bench-peers fixtures reference fuzz toolchain venv clean
+.PHONY: models envoy-yaml bench-envoy all build demo test test-rust test-python bench bench-peers bench-filter bench-models fixtures reference fuzz toolchain venv clean
 
 all: build
 
@@ -69,12 +69,25 @@ fixtures: venv
 reference: venv
 	$(PY) models/train_reference.py
 
-bench: toolchain venv
+bench: toolchain venv bench-models
 	$(CARGO) bench -p edgescore-benches
 	$(MAKE) bench-peers
 	$(MAKE) bench-envoy
+# The filter in wasmtime vs natively (benches/benches/filter_wasm.rs, issue 3's ratio <= 1.5).
+bench-filter: toolchain venv bench-models
+	$(CARGO) bench -p edgescore-benches --bench filter_wasm
+# Three example-schema models of the reference size (300 trees, depth 6) for filter_wasm, in
+# target/bench-models/{bot,scanner,abuse}.esm; retrained only when the training inputs change.
+BENCH_MODELS := target/bench-models
+bench-models: $(BENCH_MODELS)/.built
+$(BENCH_MODELS)/.built: models/train_example.py models/traffic.py models/example/schema.json models/example/hash_key.txt | venv
+	$(CARGO) build --release -p edgescore-compile
+	$(PY) models/train_example.py --trees 300 --depth 6 --out $(BENCH_MODELS)
+	@for m in bot:bot.json scanner:scanner.txt abuse:abuse.json; do name=$${m%%:*}; src=$${m#*:}; \
+	  $(EDGESCORE) compile $(BENCH_MODELS)/$$src --schema models/example/schema.json --name $$name --version bench -o $(BENCH_MODELS)/$$name.esm || exit 1; done
+	touch $@
 bench-peers: toolchain venv
-	$(CARGO) build --release -p edgescore-benches --bin peer-native
+	$(CARGO) build --release -p edgescore-benches --bin peer-native --features peer-native
 	$(PY) benches/peers/run.py
 
 fuzz:

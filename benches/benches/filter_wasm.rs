@@ -11,11 +11,13 @@
 //!                 header replacement, filter state, metrics), then `proxy_on_log`, `_done`,
 //!                 `_delete` -- what Envoy calls, plus the harness host's own cost.
 //!   noop-calls    the no-op filter of benches/envoy_load making the same host calls as the
-//!                 filter (1 header map, 3 properties, 2 replaces, 2 set_property, 8 increments,
-//!                 3 records) through the same host: the ABI + harness floor under wasm-stream.
+//!                 filter (`FILTER_MIX` in benches/envoy_load/run.py) through the same host: the
+//!                 ABI + harness floor under wasm-stream.
 //!   noop          the no-op filter with no host calls: the stream lifecycle alone.
 //!
-//!   cargo bench -p edgescore-benches --bench filter_wasm [-- --rounds 7 --ms 300 --models a.esm,b.esm,c.esm]
+//!   cargo bench -p edgescore-benches --bench filter_wasm [-- --rounds 7 --ms 300 --models a.esm,b.esm,c.esm
+//!                                                          --requests FILE.jsonl --only native,wasm-score
+//!                                                          --passes N --bench-wasm FILE.wasm --dump-elf OUT]
 //!
 //! The models default to target/bench-models/{bot,scanner,abuse}.esm (`make bench-models`);
 //! EDGESCORE_BENCH_FILTER_MODELS="a.esm,b.esm,c.esm" or `--models` override them.
@@ -33,9 +35,6 @@ use std::time::{Duration, Instant};
 
 /// The scorer's feature-log sampler seed (the bench exports use the same).
 const SEED: u64 = 1;
-/// The no-op filter's host-call plan: the calls the edgescore filter makes per request with
-/// three models (as `FILTER_MIX` in benches/envoy_load/run.py).
-const NOOP_PLAN: &str = "headers=1,properties=3,replace=2,set_property=2,increment=8,record=3";
 const TARGET_RATIO: f64 = 1.5;
 
 #[derive(Deserialize)]
@@ -52,6 +51,15 @@ struct Args {
     budget: Duration,
     models: Vec<PathBuf>,
     requests: PathBuf,
+    /// Run only these variants (for profiling).
+    only: Option<Vec<String>>,
+    /// Fixed passes over the request set per measurement instead of the time budget (for
+    /// instruction counts under callgrind).
+    passes: Option<u32>,
+    /// A prebuilt bench-exports .wasm for wasm-score (e.g. built with other target features).
+    bench_wasm: Option<PathBuf>,
+    /// Write wasm-score's module as compiled by this engine (an ELF: `objdump -d` it) and exit.
+    dump_elf: Option<PathBuf>,
 }
 
 fn parse_args() -> Result<Option<Args>> {
@@ -64,6 +72,10 @@ fn parse_args() -> Result<Option<Args>> {
             Err(_) => ["bot", "scanner", "abuse"].iter().map(|n| root.join(format!("target/bench-models/{n}.esm"))).collect(),
         },
         requests: root.join("tests/golden/requests.jsonl"),
+        only: None,
+        passes: None,
+        bench_wasm: None,
+        dump_elf: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -74,13 +86,17 @@ fn parse_args() -> Result<Option<Args>> {
             "--ms" => a.budget = Duration::from_millis(value()?.parse()?),
             "--models" => a.models = value()?.split(',').map(PathBuf::from).collect(),
             "--requests" => a.requests = PathBuf::from(value()?),
+            "--only" => a.only = Some(value()?.split(',').map(str::to_string).collect()),
+            "--passes" => a.passes = Some(value()?.parse()?),
+            "--bench-wasm" => a.bench_wasm = Some(PathBuf::from(value()?)),
+            "--dump-elf" => a.dump_elf = Some(PathBuf::from(value()?)),
             // `cargo bench -- NAME` passes NAME to every bench: run only if it selects this one.
             name if !name.starts_with('-') => {
                 if !"filter_wasm".contains(name) {
                     return Ok(None);
                 }
             }
-            other => bail!("unknown option {other} (--rounds N, --ms MS, --models a,b,c, --requests FILE)"),
+            other => bail!("unknown option {other} (--rounds N, --ms MS, --passes N, --models a,b,c, --requests FILE, --only v1,v2, --bench-wasm FILE, --dump-elf OUT)"),
         }
     }
     ensure!(a.rounds > 0, "--rounds must be at least 1");
@@ -157,6 +173,23 @@ fn bench_wasm() -> Result<PathBuf> {
     Ok(dir.join("wasm32-wasip1/wasm/edgescore_filter.wasm"))
 }
 
+/// The no-op filter's host-call plan: the calls the edgescore filter makes per request, read
+/// from `FILTER_MIX` in benches/envoy_load/run.py (kept there, next to the filter's Envoy bench),
+/// e.g. `headers=1,properties=1,replace=2,set_property=1,increment=5,record=3`.
+fn noop_plan() -> Result<String> {
+    let path = repo_root().join("benches/envoy_load/run.py");
+    let text = std::fs::read_to_string(&path)?;
+    let line = text.lines().find(|l| l.starts_with("FILTER_MIX = {")).with_context(|| format!("no `FILTER_MIX = {{...}}` line in {}", path.display()))?;
+    let body = line.split_once('{').and_then(|(_, b)| b.split_once('}')).map(|(b, _)| b).context("FILTER_MIX is not a one-line dict")?;
+    let mut plan = Vec::new();
+    for item in body.split(',') {
+        let (k, v) = item.split_once(':').with_context(|| format!("FILTER_MIX item {item:?}"))?;
+        let n: u32 = v.trim().parse().with_context(|| format!("FILTER_MIX item {item:?}"))?;
+        plan.push(format!("{}={n}", k.trim().trim_matches('"')));
+    }
+    Ok(plan.join(","))
+}
+
 /// benches/envoy_load's no-op filter, built where its run.py builds it.
 fn noop_wasm() -> Result<PathBuf> {
     let root = repo_root();
@@ -178,11 +211,15 @@ struct BareFilter {
     score: wasmtime::TypedFunc<u32, i64>,
 }
 
+fn bare_engine() -> Result<wasmtime::Engine> {
+    let mut cfg = wasmtime::Config::new();
+    cfg.cranelift_opt_level(wasmtime::OptLevel::Speed);
+    Ok(wasmtime::Engine::new(&cfg)?)
+}
+
 impl BareFilter {
     fn new(path: &Path, config: &str, requests: &[BenchRequest]) -> Result<BareFilter> {
-        let mut cfg = wasmtime::Config::new();
-        cfg.cranelift_opt_level(wasmtime::OptLevel::Speed);
-        let engine = wasmtime::Engine::new(&cfg)?;
+        let engine = bare_engine()?;
         let module = wasmtime::Module::from_file(&engine, path)?;
         let mut linker = wasmtime::Linker::new(&engine);
         linker.define_unknown_imports_as_traps(&module)?;
@@ -273,8 +310,12 @@ fn main() -> Result<()> {
 
     eprintln!("building the filter (shipped and with bench-exports) and the no-op filter ...");
     let shipped = cargo::filter_wasm()?;
-    let bench = bench_wasm()?;
+    let bench = match &args.bench_wasm {
+        Some(p) => p.clone(),
+        None => bench_wasm()?,
+    };
     let noop = noop_wasm()?;
+    let plan = noop_plan()?;
 
     // Native.
     let mut scorer = Scorer::new(&PluginConfig::parse(config.as_bytes())?, SEED)?;
@@ -286,27 +327,7 @@ fn main() -> Result<()> {
         native_headers.push(scorer.scores_header().to_vec());
     }
 
-    // wasm, bare instance.
-    eprintln!("compiling the .wasm modules with Cranelift (OptLevel::Speed) ...");
-    let mut bare = BareFilter::new(&bench, &config, &requests)?;
-    let wasm_sum = bare.run(1)?;
-    ensure!(wasm_sum == native_sum, "the wasm scorer's checksum {wasm_sum:#x} differs from the native {native_sum:#x}");
-
-    // wasm through the proxy-wasm host.
-    let host = Host::new(&shipped)?;
-    let mut vm = host.vm(b"")?;
-    ensure!(vm.configure(config.as_bytes())?, "the filter refused the configuration: {:?}", vm.log_messages());
-    for (r, want) in requests.iter().zip(&native_headers) {
-        let s = stream(&mut vm, r)?;
-        let got = s.request_headers().get("x-edgescore").map(<[u8]>::to_vec);
-        ensure!(got.as_deref() == Some(want.as_slice()), "x-edgescore {:?} != native {:?}", got.as_deref().map(String::from_utf8_lossy), String::from_utf8_lossy(want));
-    }
-    let noop_host = Host::new(&noop)?;
-    let mut noop_calls = noop_host.vm(b"")?;
-    ensure!(noop_calls.configure(NOOP_PLAN.as_bytes())?, "the no-op filter refused its plan");
-    let mut noop_vm = noop_host.vm(b"")?;
-    ensure!(noop_vm.configure(b"")?, "the no-op filter refused an empty plan");
-
+    let want = |name: &str| args.only.as_ref().is_none_or(|o| o.iter().any(|x| x == name));
     let each = |vm: &mut Vm, passes: u32| -> Result<()> {
         for _ in 0..passes {
             for r in &requests {
@@ -315,31 +336,70 @@ fn main() -> Result<()> {
         }
         Ok(())
     };
-    let mut variants = vec![
-        Variant {
-            name: "native",
-            what: "bench::score_all -> Scorer::score (release, LTO)",
-            run: Box::new(|p| {
-                std::hint::black_box(score_all(&mut scorer, std::hint::black_box(&owned), p)?);
+    let mut variants: Vec<Variant> = Vec::new();
+    let variant = |name, what, run| Variant { name, what, run, passes: 1, ns_per_request: vec![] };
+    if want("native") {
+        let (scorer, owned) = (&mut scorer, &owned);
+        variants.push(variant(
+            "native",
+            "bench::score_all -> Scorer::score (release, LTO)",
+            Box::new(move |p| {
+                std::hint::black_box(score_all(scorer, std::hint::black_box(owned), p)?);
                 Ok(())
             }),
-            passes: 1,
-            ns_per_request: vec![],
-        },
-        Variant {
-            name: "wasm-score",
-            what: "the same loop in the .wasm, one export call",
-            run: Box::new(|p| {
+        ));
+    }
+    if let Some(out) = &args.dump_elf {
+        std::fs::write(out, bare_engine()?.precompile_module(&std::fs::read(&bench)?)?)?;
+        eprintln!("wrote {} (the compiled {}; objdump -d it)", out.display(), rel(&bench));
+        return Ok(());
+    }
+    eprintln!("compiling the .wasm modules with Cranelift (OptLevel::Speed) ...");
+    if want("wasm-score") {
+        // The filter with bench-exports on a bare instance; checked against the native run.
+        let mut bare = BareFilter::new(&bench, &config, &requests)?;
+        let wasm_sum = bare.run(1)?;
+        ensure!(wasm_sum == native_sum, "the wasm scorer's checksum {wasm_sum:#x} differs from the native {native_sum:#x}");
+        variants.push(variant(
+            "wasm-score",
+            "the same loop in the .wasm, one export call",
+            Box::new(move |p| {
                 std::hint::black_box(bare.run(p)?);
                 Ok(())
             }),
-            passes: 1,
-            ns_per_request: vec![],
-        },
-        Variant { name: "wasm-stream", what: "shipped .wasm: stream + on_request_headers + log/done/delete", run: Box::new(|p| each(&mut vm, p)), passes: 1, ns_per_request: vec![] },
-        Variant { name: "noop-calls", what: "no-op filter, the filter's host calls", run: Box::new(|p| each(&mut noop_calls, p)), passes: 1, ns_per_request: vec![] },
-        Variant { name: "noop", what: "no-op filter, no host calls", run: Box::new(|p| each(&mut noop_vm, p)), passes: 1, ns_per_request: vec![] },
-    ];
+        ));
+    }
+    if want("wasm-stream") {
+        // The shipped filter through the proxy-wasm host; its score header checked against native.
+        let host = Host::new(&shipped)?;
+        let mut vm = host.vm(b"")?;
+        ensure!(vm.configure(config.as_bytes())?, "the filter refused the configuration: {:?}", vm.log_messages());
+        for (r, want) in requests.iter().zip(&native_headers) {
+            let s = stream(&mut vm, r)?;
+            let got = s.request_headers().get("x-edgescore").map(<[u8]>::to_vec);
+            ensure!(
+                got.as_deref() == Some(want.as_slice()),
+                "x-edgescore {:?} != native {:?}",
+                got.as_deref().map(String::from_utf8_lossy),
+                String::from_utf8_lossy(want)
+            );
+        }
+        variants.push(variant("wasm-stream", "shipped .wasm: stream + on_request_headers + log/done/delete", Box::new(move |p| each(&mut vm, p))));
+    }
+    if want("noop-calls") || want("noop") {
+        let noop_host = Host::new(&noop)?;
+        if want("noop-calls") {
+            let mut vm = noop_host.vm(b"")?;
+            ensure!(vm.configure(plan.as_bytes())?, "the no-op filter refused its plan {plan}");
+            variants.push(variant("noop-calls", "no-op filter making the filter's host calls", Box::new(move |p| each(&mut vm, p))));
+        }
+        if want("noop") {
+            let mut vm = noop_host.vm(b"")?;
+            ensure!(vm.configure(b"")?, "the no-op filter refused an empty plan");
+            variants.push(variant("noop", "no-op filter, no host calls", Box::new(move |p| each(&mut vm, p))));
+        }
+    }
+    ensure!(!variants.is_empty(), "--only selected no variant (native, wasm-score, wasm-stream, noop-calls, noop)");
 
     // Warm-up and calibration: passes per measurement so that each takes about the budget.
     for v in &mut variants {
@@ -347,23 +407,23 @@ fn main() -> Result<()> {
         let t = Instant::now();
         (v.run)(1)?;
         let one = t.elapsed().as_secs_f64().max(1e-9);
-        v.passes = ((args.budget.as_secs_f64() / one) as u32).max(1);
+        v.passes = args.passes.unwrap_or(((args.budget.as_secs_f64() / one) as u32).max(1));
     }
     let load_before = loadavg();
     for _ in 0..args.rounds {
         for v in &mut variants {
             let t = Instant::now();
             (v.run)(v.passes)?;
-            v.ns_per_request.push(t.elapsed().as_nanos() as f64 / (v.passes as f64 * n as f64));
+            v.ns_per_request.push(t.elapsed().as_nanos() as f64 / (v.passes.max(1) as f64 * n as f64));
         }
     }
     let load_after = loadavg();
 
-    // Report.
-    let per_round = |a: usize, b: usize| -> Vec<f64> {
-        variants[a].ns_per_request.iter().zip(&variants[b].ns_per_request).map(|(x, y)| x / y).collect()
-    };
-    let derived: Vec<f64> = variants[2].ns_per_request.iter().zip(&variants[3].ns_per_request).map(|(s, c)| s - c).collect();
+    // Report. Ratios are medians of per-round ratios (the rounds interleave the variants).
+    let times = |name: &str| variants.iter().find(|v| v.name == name).map(|v| v.ns_per_request.clone());
+    let ratios = |a: &[f64], b: &[f64]| -> Vec<f64> { a.iter().zip(b).map(|(x, y)| x / y).collect() };
+    let min = |v: &[f64]| v.iter().cloned().fold(f64::INFINITY, f64::min);
+    let max = |v: &[f64]| v.iter().cloned().fold(0.0, f64::max);
     println!("edgescore filter: per-request cost in wasmtime vs native");
     println!(
         "wasmtime 48.0.8, Cranelift OptLevel::Speed; {} requests from {} ({}); load avg {} before, {} after",
@@ -374,46 +434,50 @@ fn main() -> Result<()> {
         load_after
     );
     println!("models: {}", model_lines.join(", "));
+    println!("modules: {} (wasm-stream), {} (wasm-score), {} (noop)", rel(&shipped), rel(&bench), rel(&noop));
+    println!("noop-calls plan (FILTER_MIX in benches/envoy_load/run.py): {plan}");
     println!(
-        "{} rounds x ~{} ms per variant, interleaved; ns/request: median (min - max) over rounds; checksums and x-edgescore headers equal native",
+        "{} rounds x ~{} ms per variant, interleaved; ns/request: median (min - max) over rounds; wasm checksums and x-edgescore headers equal native",
         args.rounds,
         args.budget.as_millis()
     );
     println!();
-    println!("{:<12} {:>9} {:>9} {:>9} {:>10}  what", "variant", "ns/req", "min", "max", "/native");
+    println!("{:<12} {:>9} {:>9} {:>9} {:>8}  what", "variant", "ns/req", "min", "max", "/native");
     println!("{}", "-".repeat(104));
-    for (i, v) in variants.iter().enumerate() {
-        let r = v.ns_per_request.as_slice();
-        let min = r.iter().cloned().fold(f64::INFINITY, f64::min);
-        let max = r.iter().cloned().fold(0.0, f64::max);
-        let ratio = if i == 0 { "1.00".to_string() } else { format!("{:.2}", median(&per_round(i, 0))) };
-        println!("{:<12} {:>9.0} {:>9.0} {:>9.0} {:>10}  {}", v.name, median(r), min, max, ratio, v.what);
+    let native = times("native");
+    let row = |name: &str, t: &[f64], what: &str| {
+        let r = native.as_ref().map_or("-".to_string(), |nat| format!("{:.2}", median(&ratios(t, nat))));
+        println!("{:<12} {:>9.0} {:>9.0} {:>9.0} {:>8}  {}", name, median(t), min(t), max(t), r, what);
+    };
+    for v in &variants {
+        row(v.name, &v.ns_per_request, v.what);
     }
-    let d_ratio: Vec<f64> = derived.iter().zip(&variants[0].ns_per_request).map(|(d, x)| d / x).collect();
-    println!(
-        "{:<12} {:>9.0} {:>9.0} {:>9.0} {:>10.2}  wasm-stream - noop-calls: the filter's own work inside the callbacks",
-        "derived",
-        median(&derived),
-        derived.iter().cloned().fold(f64::INFINITY, f64::min),
-        derived.iter().cloned().fold(0.0, f64::max),
-        median(&d_ratio)
-    );
+    if let (Some(stream), Some(calls)) = (times("wasm-stream"), times("noop-calls")) {
+        let derived: Vec<f64> = stream.iter().zip(&calls).map(|(s, c)| s - c).collect();
+        row("derived", &derived, "wasm-stream - noop-calls: the filter's own work inside its callbacks");
+    }
     println!();
-    let ratio = median(&per_round(1, 0));
-    let spread = per_round(1, 0);
-    println!(
-        "wasm/native execution ratio (wasm-score / native, median of per-round ratios): {:.2} (rounds {:.2} - {:.2}); target <= {TARGET_RATIO}: {}",
-        ratio,
-        spread.iter().cloned().fold(f64::INFINITY, f64::min),
-        spread.iter().cloned().fold(0.0, f64::max),
-        if ratio <= TARGET_RATIO { "met" } else { "NOT met" }
-    );
-    println!(
-        "harness + ABI floor (noop-calls) = {:.0} ns/request, {:.0}% of wasm-stream; the stream lifecycle alone (noop) = {:.0} ns",
-        median(&variants[3].ns_per_request),
-        100.0 * median(&per_round(3, 2)),
-        median(&variants[4].ns_per_request)
-    );
+    if let (Some(nat), Some(wasm)) = (&native, times("wasm-score")) {
+        let r = ratios(&wasm, nat);
+        let ratio = median(&r);
+        println!(
+            "wasm/native execution ratio (wasm-score / native): {ratio:.2} (rounds {:.2} - {:.2}); target <= {TARGET_RATIO}: {}",
+            min(&r),
+            max(&r),
+            if ratio <= TARGET_RATIO { "met" } else { "NOT met" }
+        );
+    }
+    if let (Some(stream), Some(calls)) = (times("wasm-stream"), times("noop-calls")) {
+        print!(
+            "harness + ABI floor (noop-calls): {:.0} ns/request = {:.0}% of wasm-stream",
+            median(&calls),
+            100.0 * median(&ratios(&calls, &stream))
+        );
+        match times("noop") {
+            Some(lifecycle) => println!("; the stream lifecycle alone (noop): {:.0} ns", median(&lifecycle)),
+            None => println!(),
+        }
+    }
     Ok(())
 }
 

@@ -150,12 +150,12 @@ def max_diff(preds: list[float], kind: str) -> float | None:
     return max(abs(a - b) for a, b in zip(preds, ref))
 
 
-def ensure_cargo_bin(path: Path, package: str, bin_name: str) -> None:
+def ensure_cargo_bin(path: Path, package: str, bin_name: str, features: str | None = None) -> None:
     if path.exists():
         return
-    log(f"building {path.relative_to(ROOT)} (cargo build --release -p {package} --bin {bin_name}) ...")
-    subprocess.run(["cargo", "build", "--release", "-p", package, "--bin", bin_name], cwd=ROOT,
-                   check=True)
+    cmd = ["cargo", "build", "--release", "-p", package, "--bin", bin_name] + (["--features", features] if features else [])
+    log(f"building {path.relative_to(ROOT)} ({' '.join(cmd)}) ...")
+    subprocess.run(cmd, cwd=ROOT, check=True)
 
 
 def meta_load(path: Path) -> dict | None:
@@ -569,7 +569,7 @@ def main() -> int:
 
     wait_for_reference()
     rows_bin, n_rows, n_feat = rows_f32()
-    ensure_cargo_bin(PEER_NATIVE, "edgescore-benches", "peer-native")
+    ensure_cargo_bin(PEER_NATIVE, "edgescore-benches", "peer-native", features="peer-native")
 
     # edgescore's own predictions for the sanity column (peer-native prints only timings).
     edgescore_preds: dict = {}

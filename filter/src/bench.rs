@@ -140,3 +140,22 @@ mod exports {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decode_keeps_known_properties_and_refuses_malformed_maps() {
+        let headers = HeaderMap::encode(&[(":path", "/a"), ("user-agent", "curl/8")]);
+        let props = HeaderMap::encode(&[("request.protocol", "HTTP/2"), ("source.address", "10.0.0.1:5"), ("other", "x")]);
+        let r = OwnedRequest::decode(&headers, &props).unwrap();
+        let req = r.request().unwrap();
+        assert_eq!(req.headers.get(b"user-agent"), Some(&b"curl/8"[..]));
+        assert_eq!(req.protocol, Some(&b"HTTP/2"[..]));
+        assert_eq!((req.tls_version, req.sni), (None, None));
+        assert_eq!(req.source_address, Some(&b"10.0.0.1:5"[..]));
+        assert!(OwnedRequest::decode(&headers[..headers.len() - 1], &props).is_err());
+        assert!(OwnedRequest::decode(&headers, &[1, 0, 0, 0]).is_err());
+    }
+}
