@@ -3,8 +3,8 @@
 //! one per node test kind, a multiclass softmax model, an averaged forest, a lone-leaf tree.
 //! The larger seeds there come from the CLI (`edgescore compile tests/models/... -o ...`).
 
-use edgescore_filter::artifact::write::write;
-use edgescore_filter::ir::*;
+use edgescore_compile::write::write;
+use edgescore_compile::ir::*;
 
 fn split(feature: u32, test: Test, missing_yes: bool, yes: u32, no: u32) -> Node {
     Node::Split { feature, test, missing_yes, yes, no }
@@ -41,7 +41,7 @@ fn main() {
         for entry in std::fs::read_dir(&dir).unwrap() {
             let path = entry.unwrap().path();
             let bytes = std::fs::read(&path).unwrap();
-            match edgescore_filter::Model::load(&bytes) {
+            match edgescore_core::Model::load(&bytes) {
                 Ok(m) => println!("ok   {} ({} trees)", path.display(), m.ensemble().trees().len()),
                 Err(e) => {
                     println!("FAIL {}: {e}", path.display());
@@ -86,7 +86,7 @@ fn main() {
     ];
     for (name, ir) in seeds {
         let bytes = write(&ir).unwrap_or_else(|e| panic!("{name}: {e}"));
-        edgescore_filter::Model::load(&bytes).unwrap_or_else(|e| panic!("{name}: {e}"));
+        edgescore_core::Model::load(&bytes).unwrap_or_else(|e| panic!("{name}: {e}"));
         std::fs::write(dir.join(format!("{name}.esm")), &bytes).unwrap();
         println!("{name}.esm: {} bytes", bytes.len());
     }

@@ -2,8 +2,8 @@
 //! "Speed": features + 3 models of the reference size, ratio ≤ 1.5). See benches/README.md.
 //!
 //! Variants, measured in interleaved rounds (a b c d e a b c d e ...):
-//!   native        `bench::score_all`: `Scorer::score` over the request set, natively.
-//!   wasm-score    the same `bench::score_all`, compiled into the filter (`--features
+//!   native        `replay::score_all`: `Scorer::score` over the request set, natively.
+//!   wasm-score    the same `replay::score_all`, compiled into the filter (`--features
 //!                 bench-exports`, built into target/bench-wasm) and called through one export on
 //!                 a bare wasmtime instance: the wasm vs native execution ratio.
 //!   wasm-stream   the shipped .wasm through the proxy-wasm test host: per request a stream with
@@ -25,8 +25,9 @@
 use anyhow::{bail, ensure, Context, Result};
 use base64::Engine as _;
 use edgescore_benches::repo_root;
-use edgescore_filter::bench::{score_all, OwnedRequest, PROPERTIES};
-use edgescore_filter::{HeaderMap, Model, PluginConfig, Scorer};
+use edgescore_core::replay::score_all;
+use edgescore_core::{OwnedRequest, Property};
+use edgescore_core::{HeaderMap, Model, PluginConfig, Scorer};
 use edgescore_tests::proxy_host::{cargo, Action, Host, Vm};
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -148,8 +149,8 @@ fn load_requests(path: &Path) -> Result<(Vec<BenchRequest>, BTreeMap<String, usi
         let mut properties = Vec::new();
         let mut props = Vec::new();
         for (k, v) in &r.properties {
-            let Some(p) = PROPERTIES.iter().find(|p| *p == k) else { continue };
-            let (a, b) = p.split_once('.').unwrap();
+            let Some(p) = Property::from_name(k.as_bytes()) else { continue };
+            let (a, b) = p.name().split_once('.').unwrap();
             properties.push(([a, b], v.clone()));
             props.push((k.as_bytes(), v.as_bytes()));
         }
@@ -240,7 +241,7 @@ impl BareFilter {
         ensure!(configure.call(&mut store, config.len() as u32)? == 1, "edgescore_bench_configure refused the configuration");
         for r in requests {
             let props = HeaderMap::encode(
-                &PROPERTIES.iter().zip(&r.owned.properties).filter_map(|(k, v)| Some((k.as_bytes(), v.as_deref()?))).collect::<Vec<_>>(),
+                &Property::ALL.iter().zip(&r.owned.properties).filter_map(|(k, v)| Some((k.name().as_bytes(), v.as_deref()?))).collect::<Vec<_>>(),
             );
             put(&mut store, &[r.owned.headers.as_slice(), &props].concat())?;
             ensure!(add.call(&mut store, (r.owned.headers.len() as u32, props.len() as u32))? > 0, "edgescore_bench_add_request refused a request");
@@ -323,7 +324,7 @@ fn main() -> Result<()> {
     let native_sum = score_all(&mut scorer, &owned, 1)?;
     let mut native_headers = Vec::new();
     for r in &owned {
-        scorer.score(&r.request()?)?;
+        scorer.decide(&r.request()?, true)?;
         native_headers.push(scorer.scores_header().to_vec());
     }
 
@@ -342,7 +343,7 @@ fn main() -> Result<()> {
         let (scorer, owned) = (&mut scorer, &owned);
         variants.push(variant(
             "native",
-            "bench::score_all -> Scorer::score (release, LTO)",
+            "replay::score_all -> Scorer::decide (release, LTO)",
             Box::new(move |p| {
                 std::hint::black_box(score_all(scorer, std::hint::black_box(owned), p)?);
                 Ok(())

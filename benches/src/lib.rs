@@ -2,7 +2,7 @@
 
 use anyhow::Result;
 use edgescore_compile::readers::Format;
-use edgescore_filter::Model;
+use edgescore_core::Model;
 use std::path::{Path, PathBuf};
 
 pub fn repo_root() -> PathBuf {

@@ -8,8 +8,8 @@
 
 use crate::schema::SchemaFile;
 use anyhow::{bail, Context, Result};
-use edgescore_filter::features::FeatureSchema;
-use edgescore_filter::{HeaderMap, Request};
+use edgescore_core::features::FeatureSchema;
+use edgescore_core::{HeaderMap, Property, Request};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::io::{BufRead, Write};
@@ -21,12 +21,10 @@ struct RecordedRequest {
     properties: BTreeMap<String, String>,
 }
 
-const PROPERTIES: [&str; 4] = ["request.protocol", "connection.tls_version", "connection.requested_server_name", "source.address"];
-
 /// Writes a CSV (header = slot names; empty cell = missing) of the schema's features.
 pub fn write_table(schema: &SchemaFile, hash_key: &str, input: impl BufRead, mut out: impl Write) -> Result<usize> {
-    if hash_key.len() < edgescore_filter::features::hash::MIN_KEY_LEN {
-        bail!("the hash key must be at least {} bytes (use the filter's `hash_key`)", edgescore_filter::features::hash::MIN_KEY_LEN);
+    if hash_key.len() < edgescore_core::features::hash::MIN_KEY_LEN {
+        bail!("the hash key must be at least {} bytes (use the filter's `hash_key`)", edgescore_core::features::hash::MIN_KEY_LEN);
     }
     let mut fs = FeatureSchema::new(hash_key.as_bytes());
     for f in &schema.features {
@@ -42,18 +40,12 @@ pub fn write_table(schema: &SchemaFile, hash_key: &str, input: impl BufRead, mut
             continue;
         }
         let rec: RecordedRequest = serde_json::from_str(&line).with_context(|| format!("request line {}", i + 1))?;
-        if let Some(k) = rec.properties.keys().find(|k| !PROPERTIES.contains(&k.as_str())) {
-            bail!("request line {}: unknown property `{k}` (known: {})", i + 1, PROPERTIES.join(", "));
+        if let Some(k) = rec.properties.keys().find(|k| Property::from_name(k.as_bytes()).is_none()) {
+            let known: Vec<&str> = Property::ALL.iter().map(|p| p.name()).collect();
+            bail!("request line {}: unknown property `{k}` (known: {})", i + 1, known.join(", "));
         }
         let buf = HeaderMap::encode(&rec.headers);
-        let prop = |k: &str| rec.properties.get(k).map(|v| v.as_bytes());
-        let req = Request {
-            headers: HeaderMap::parse(&buf)?,
-            protocol: prop(PROPERTIES[0]),
-            tls_version: prop(PROPERTIES[1]),
-            sni: prop(PROPERTIES[2]),
-            source_address: prop(PROPERTIES[3]),
-        };
+        let req = Request::with_properties(HeaderMap::parse(&buf)?, Property::ALL.map(|p| rec.properties.get(p.name()).map(|v| v.as_bytes())));
         fs.compute(&req, &mut row);
         let cells: Vec<String> = row.iter().map(|&v| if v.is_nan() { String::new() } else { format!("{v}") }).collect();
         writeln!(out, "{}", cells.join(","))?;

@@ -1,7 +1,7 @@
 //! `edgescore inspect`: what an artifact holds, for humans (text) and tools (JSON).
 
-use edgescore_filter::artifact::layout::{node, FEATURE_CATEGORICAL};
-use edgescore_filter::TreeEnsemble;
+use edgescore_core::artifact::layout::{node, FEATURE_CATEGORICAL};
+use edgescore_core::TreeEnsemble;
 use serde::Serialize;
 
 #[derive(Serialize)]

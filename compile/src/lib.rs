@@ -1,13 +1,16 @@
-//! The `edgescore` CLI's library: model readers, and the commands built on them, so tests and
-//! benches call exactly what the CLI runs.
+//! The `edgescore` CLI's library: model readers → the IR (`ir`) → the writer (`write`, laying
+//! the IR out in the format `edgescore_core::artifact::layout` defines), and the commands built
+//! on them, so tests and benches call exactly what the CLI runs.
 pub mod features;
 pub mod inspect;
+pub mod ir;
 pub mod readers;
 pub mod rows;
 pub mod schema;
+pub mod write;
 
 use anyhow::{Context, Result};
-use edgescore_filter::ir::ModelIr;
+use crate::ir::ModelIr;
 use std::io::Read;
 use std::path::Path;
 
@@ -33,5 +36,5 @@ pub fn load_model(path: &Path, format: readers::Format) -> Result<ModelIr> {
 
 /// Model file → artifact bytes.
 pub fn compile(model: &ModelIr) -> Result<Vec<u8>> {
-    Ok(edgescore_filter::artifact::write::write(model)?)
+    Ok(crate::write::write(model)?)
 }

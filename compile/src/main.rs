@@ -4,7 +4,7 @@ use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 use edgescore_compile::readers::Format;
 use edgescore_compile::{features, inspect, rows, schema};
-use edgescore_filter::Model;
+use edgescore_core::Model;
 use std::io::Write;
 use std::path::PathBuf;
 use std::time::Instant;
@@ -121,7 +121,7 @@ fn run(cli: Cli) -> Result<()> {
             );
         }
         Command::Features { list: true, .. } => {
-            for (name, kind, meaning) in edgescore_filter::features::CATALOGUE {
+            for (name, kind, meaning) in edgescore_core::features::CATALOGUE {
                 println!("{name:<28} {:<12} {meaning}", format!("{kind:?}").to_lowercase());
             }
         }

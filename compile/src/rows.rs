@@ -1,8 +1,8 @@
 //! CSV rows → feature vectors in the model's order, and outputs → printed lines.
 
 use anyhow::{bail, Context, Result};
-use edgescore_filter::ir::Task;
-use edgescore_filter::TreeEnsemble;
+use crate::ir::Task;
+use edgescore_core::TreeEnsemble;
 use std::path::Path;
 
 /// Reads a CSV with a header row. Columns are matched to the model's features by name; when

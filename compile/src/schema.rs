@@ -7,8 +7,8 @@
 //! ```
 
 use anyhow::{bail, Context, Result};
-use edgescore_filter::features::FeatureSchema;
-use edgescore_filter::ir::{FeatureDef, FeatureKind, ModelIr};
+use edgescore_core::features::FeatureSchema;
+use crate::ir::{FeatureDef, FeatureKind, ModelIr};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 

@@ -1,36 +1,27 @@
-//! edgescore's scoring core and its Envoy filter.
+//! edgescore's Envoy filter: the proxy-wasm glue around `edgescore-core`, and the only code
+//! that knows Envoy. It reads from the host, calls the core, and applies the edits the core
+//! returns (`apply`). `plugin` is the root context (configuration, metric ids), `active` what
+//! a configuration's streams share and how they run, `stream` the per-request context;
+//! `host` and `heap` keep the request path free of allocations and panics.
 //!
-//! The core is plain Rust that builds natively (unit tests, benches, dhat, the CLI): the `.esm`
-//! artifact (layout, validation, writer), the IR the compiler produces, the zero-allocation
-//! evaluator, the request feature catalogue and the [`Scorer`] that runs one request through
-//! features → models → decision. The proxy-wasm glue in `wasm/` is compiled only for
-//! `wasm32-wasip1` and is the only code that knows Envoy.
+//! The crate is a `cdylib` for `wasm32-wasip1`; natively it compiles to nothing, so that
+//! `cargo test --workspace` can build every member on the host.
+#![cfg(target_arch = "wasm32")]
 
-pub mod artifact;
-/// The scoring loop benches/benches/filter_wasm.rs runs natively and in the `.wasm` (there
-/// only with the `bench-exports` feature, so the shipped `.wasm` is the same without it).
-#[cfg(any(not(target_arch = "wasm32"), feature = "bench-exports"))]
-#[doc(hidden)]
-pub mod bench;
-pub mod config;
-pub mod conn_cache;
-pub mod ensemble;
-pub mod features;
-pub mod ir;
-pub mod model_set;
-pub mod request;
-pub mod scorer;
-pub mod text;
+mod active;
+mod apply;
+#[cfg(feature = "bench-exports")]
+mod bench_exports;
+mod heap;
+mod host;
+mod metrics;
+mod plugin;
+mod stream;
 
-#[cfg(target_arch = "wasm32")]
-mod wasm;
+#[global_allocator]
+static HEAP: heap::FilterHeap = heap::FilterHeap;
 
-pub use artifact::{ArtifactError, Model, ScoreError};
-pub use config::{ConfigError, PluginConfig};
-pub use ensemble::TreeEnsemble;
-pub use model_set::ModelSet;
-pub use request::{HeaderMap, Request};
-pub use scorer::{Scorer, Verdict};
-
-/// Most outputs (classes) a model may have; the evaluator accumulates on the stack.
-pub const MAX_OUTPUTS: usize = 256;
+proxy_wasm::main! {{
+    proxy_wasm::set_log_level(proxy_wasm::types::LogLevel::Info);
+    proxy_wasm::set_root_context(|_| -> Box<dyn proxy_wasm::traits::RootContext> { Box::new(plugin::Plugin::default()) });
+}}

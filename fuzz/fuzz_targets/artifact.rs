@@ -7,8 +7,8 @@
 //! artifacts then reach the structural checks too.
 #![no_main]
 
-use edgescore_filter::artifact::layout::HEADER_LEN;
-use edgescore_filter::Model;
+use edgescore_core::artifact::layout::HEADER_LEN;
+use edgescore_core::Model;
 use edgescore_fuzz::{mutate, oracle};
 use libfuzzer_sys::fuzz_target;
 

@@ -9,8 +9,8 @@
 #![no_main]
 
 use arbitrary::Unstructured;
-use edgescore_filter::artifact::write::write;
-use edgescore_filter::Model;
+use edgescore_compile::write::write;
+use edgescore_core::Model;
 use edgescore_fuzz::gen::{self, Cfg};
 use edgescore_fuzz::mutate::{self, Fixups, Layout, Mutation};
 use edgescore_fuzz::oracle;
@@ -65,7 +65,7 @@ fuzz_target!(|data: &[u8]| {
 
 /// With `EDGESCORE_FUZZ_STATS=1`: how many mutated artifacts the validator accepted, and the
 /// most frequent rejection reasons (to see which checks the mutations reach).
-fn stats(n_mutations: usize, r: &Result<Model, edgescore_filter::ArtifactError>) {
+fn stats(n_mutations: usize, r: &Result<Model, edgescore_core::ArtifactError>) {
     use std::collections::HashMap;
     use std::sync::Mutex;
     static S: Mutex<Option<(u64, u64, HashMap<String, u64>)>> = Mutex::new(None);

@@ -1,16 +1,16 @@
 //! IR model from the input → `write` → `Model::load` → margins must equal a straightforward
-//! reference evaluation of the IR (f64 comparisons, `reference::ir_margins`) within 1e-12
+//! reference evaluation of the IR (f64 comparisons, `ModelIr::try_reference`) within 1e-12
 //! relative (the writer reorders trees by depth, so sums are reordered). Some generated IR is
 //! deliberately malformed: the writer may refuse it, but whatever it writes must load.
 #![no_main]
 
 use arbitrary::Unstructured;
-use edgescore_filter::artifact::write::write;
-use edgescore_filter::ir::{ModelIr, Node, Test};
-use edgescore_filter::Model;
+use edgescore_compile::write::write;
+use edgescore_compile::ir::{ModelIr, Node, Test};
+use edgescore_core::Model;
 use edgescore_fuzz::gen::{self, Cfg};
 use edgescore_fuzz::oracle::{self, Rng};
-use edgescore_fuzz::reference::{close, ir_margins};
+use edgescore_fuzz::reference::close;
 use libfuzzer_sys::fuzz_target;
 
 /// Per feature, values on and next to the IR's split points (as f32, the way rows arrive).
@@ -64,7 +64,8 @@ fuzz_target!(|data: &[u8]| {
     for x in oracle::rows(ir.features.len(), &per, u.take_rest(), &mut rng) {
         e.margins(&x, &mut got).unwrap();
         // The writer accepted the IR, so every tree walk must end on a leaf.
-        let (want, mag) = ir_margins(&ir, &x).expect("reference walk failed on IR the writer accepted");
+        let r = ir.try_reference(&x).expect("reference walk failed on IR the writer accepted");
+        let (want, mag) = (r.margins, r.magnitudes);
         for o in 0..got.len() {
             assert!(
                 close(got[o], want[o], mag[o]),

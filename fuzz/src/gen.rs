@@ -3,7 +3,7 @@
 //! terminates and small inputs give small models.
 
 use arbitrary::{Result, Unstructured};
-use edgescore_filter::ir::*;
+use edgescore_compile::ir::*;
 
 /// Knobs: `allow_bad` lets the generator produce IR the writer should refuse (child out of
 /// range, shared children, feature or output index out of range, NaN thresholds...).

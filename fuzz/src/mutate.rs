@@ -5,7 +5,7 @@
 
 use arbitrary::Arbitrary;
 use bytemuck::pod_read_unaligned;
-use edgescore_filter::artifact::layout::*;
+use edgescore_core::artifact::layout::*;
 
 use crate::oracle::{n_flags, section_entries};
 
@@ -403,7 +403,7 @@ pub fn seal(b: &mut [u8], l: &Layout, fx: Fixups) {
 /// Rewrites the checksum field so the checksum check passes.
 pub fn reseal(b: &mut [u8]) {
     if b.len() >= CHECKSUM_OFFSET + 8 {
-        let sum = edgescore_filter::artifact::checksum(b);
+        let sum = edgescore_core::artifact::checksum(b);
         b[CHECKSUM_OFFSET..CHECKSUM_OFFSET + 8].copy_from_slice(&sum.to_le_bytes());
     }
 }

@@ -11,8 +11,8 @@
 //! Everything panics with a message starting `ORACLE:` so crashes are easy to triage.
 
 use bytemuck::{pod_read_unaligned, Pod};
-use edgescore_filter::artifact::layout::*;
-use edgescore_filter::{Model, ModelSet, ScoreError, TreeEnsemble};
+use edgescore_core::artifact::layout::*;
+use edgescore_core::{Model, ModelSet, ScoreError, TreeEnsemble};
 
 use crate::reference::close;
 
@@ -93,7 +93,7 @@ impl Art {
         assert_eq!(art.trees.len(), m.n_trees as usize, "ORACLE: tree count");
         assert_eq!(art.nodes.len(), m.n_nodes as usize, "ORACLE: node count");
         assert_eq!(art.leaves.len(), m.n_leaves as usize, "ORACLE: leaf count");
-        assert!(m.n_features >= 1 && m.n_outputs >= 1 && m.n_outputs as usize <= edgescore_filter::MAX_OUTPUTS, "ORACLE: meta counts out of range accepted");
+        assert!(m.n_features >= 1 && m.n_outputs >= 1 && m.n_outputs as usize <= edgescore_core::MAX_OUTPUTS, "ORACLE: meta counts out of range accepted");
         art
     }
 

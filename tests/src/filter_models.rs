@@ -2,7 +2,7 @@
 //! are known in advance (unlike hashed-bucket models), so tests can aim for each action.
 
 use base64::Engine as _;
-use edgescore_filter::ir::{Aggregate, FeatureDef, FeatureKind, Link, ModelIr, Node, SourceFormat, Task, Test, Tree};
+use edgescore_compile::ir::{Aggregate, FeatureDef, FeatureKind, Link, ModelIr, Node, SourceFormat, Task, Test, Tree};
 
 /// A binary model `sigmoid(+margin)` when `feature < threshold` (or NaN), else `-margin`,
 /// plus a second tree on a hashed categorical so the filter must hash and bucket it.
@@ -42,7 +42,7 @@ pub fn step_model(name: &str, feature: &str, threshold: f64, margin: f64) -> Mod
 }
 
 pub fn artifact(ir: &ModelIr) -> Vec<u8> {
-    edgescore_filter::artifact::write::write(ir).expect("test model compiles")
+    edgescore_compile::write::write(ir).expect("test model compiles")
 }
 
 pub fn base64(bytes: &[u8]) -> String {

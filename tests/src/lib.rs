@@ -7,7 +7,7 @@ pub mod proxy_host;
 
 use anyhow::{Context, Result};
 use edgescore_compile::readers::Format;
-use edgescore_filter::Model;
+use edgescore_core::Model;
 use std::path::{Path, PathBuf};
 
 pub fn models_dir() -> PathBuf {

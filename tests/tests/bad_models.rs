@@ -2,10 +2,11 @@
 //! and nothing panics. Mutations that keep the checksum valid (re-sealed) reach the deeper
 //! checks, which is what a malicious or buggy compiler would produce.
 
-use edgescore_filter::artifact::layout::*;
-use edgescore_filter::artifact::{checksum, write::write};
-use edgescore_filter::ir::{self, Aggregate, FeatureDef, FeatureKind, Link, ModelIr, SourceFormat, Task, Test, Tree};
-use edgescore_filter::{ArtifactError, Model};
+use edgescore_core::artifact::layout::*;
+use edgescore_compile::write::write;
+use edgescore_core::artifact::checksum;
+use edgescore_compile::ir::{self, Aggregate, FeatureDef, FeatureKind, Link, ModelIr, SourceFormat, Task, Test, Tree};
+use edgescore_core::{ArtifactError, Model};
 
 /// A small model that uses every section: numeric, categorical and EQ splits.
 fn sample_model() -> Vec<u8> {

@@ -1,10 +1,10 @@
 //! Golden feature vectors: for recorded requests, the feature-log line the `.wasm` writes in
 //! the wasmtime host equals the native core's, byte for byte (features, buckets and scores).
 
-use edgescore_filter::{HeaderMap, PluginConfig, Request, Scorer};
+use edgescore_core::{HeaderMap, PluginConfig, Request, Scorer};
 use edgescore_tests::filter_models::{artifact, base64};
 use edgescore_tests::proxy_host::{cargo::filter_wasm, Host};
-use edgescore_filter::ir::{Aggregate, FeatureDef, FeatureKind, Link, ModelIr, Node, SourceFormat, Task, Test, Tree};
+use edgescore_compile::ir::{Aggregate, FeatureDef, FeatureKind, Link, ModelIr, Node, SourceFormat, Task, Test, Tree};
 use serde::Deserialize;
 
 #[derive(Deserialize)]

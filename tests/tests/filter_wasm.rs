@@ -92,7 +92,7 @@ fn configuration_errors_name_the_field() {
     corrupt[200] ^= 1;
     let unknown = base64(&artifact(&step_model("bot", "tls_cipher_count", 4.0, 4.0)));
     let mut numeric_method = step_model("bot", "header_count", 4.0, 4.0);
-    numeric_method.features[1] = edgescore_filter::ir::FeatureDef { name: "method".into(), kind: edgescore_filter::ir::FeatureKind::Numeric };
+    numeric_method.features[1] = edgescore_compile::ir::FeatureDef { name: "method".into(), kind: edgescore_compile::ir::FeatureKind::Numeric };
     let numeric_method = base64(&artifact(&numeric_method));
     let cases = [
         (r#"{"hash_key":"test-key-0123456789","modles":[]}"#.to_string(), "modles: unknown field"),

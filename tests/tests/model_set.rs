@@ -1,7 +1,7 @@
 //! Several models over one shared feature vector: each model reads its own features by name,
 //! whatever order the shared vector keeps them in, and scores as it does alone.
 
-use edgescore_filter::ModelSet;
+use edgescore_core::ModelSet;
 use edgescore_tests::fixtures;
 
 #[test]

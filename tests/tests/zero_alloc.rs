@@ -16,8 +16,8 @@ fn scoring_allocates_nothing() {
         prepared.push((f.name, model, rows));
     }
     assert!(prepared.len() >= 10, "fixtures missing: found {}", prepared.len());
-    let mut out32 = vec![0f32; edgescore_filter::MAX_OUTPUTS];
-    let mut out64 = vec![0f64; edgescore_filter::MAX_OUTPUTS];
+    let mut out32 = vec![0f32; edgescore_core::MAX_OUTPUTS];
+    let mut out64 = vec![0f64; edgescore_core::MAX_OUTPUTS];
 
     let before = dhat::HeapStats::get();
     let mut checksum = 0f64;
@@ -40,7 +40,7 @@ fn scoring_allocates_nothing() {
         let e = first.1.ensemble();
         (0..e.n_features()).rev().map(|i| e.feature_name(i).to_string()).collect()
     };
-    let mut set = edgescore_filter::ModelSet::new(names);
+    let mut set = edgescore_core::ModelSet::new(names);
     set.push(first.1.as_bytes()).unwrap();
     let shared: Vec<f32> = first.2[0].iter().rev().copied().collect();
     let before_set = dhat::HeapStats::get();

@@ -24,7 +24,7 @@
 //! level k tests split k, `yes` = bit 1 (`Test::Gt(border)` / the one-hot set).
 
 use super::ReadError;
-use edgescore_filter::ir::{Aggregate, FeatureDef, FeatureKind, Link, ModelIr, Node, SourceFormat, Task, Test, Tree};
+use crate::ir::{Aggregate, FeatureDef, FeatureKind, Link, ModelIr, Node, SourceFormat, Task, Test, Tree};
 use serde::Deserialize;
 use serde_json::Value;
 use std::collections::HashMap;

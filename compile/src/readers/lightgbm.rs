@@ -26,7 +26,7 @@
 //!   by the number of iterations.
 
 use super::ReadError;
-use edgescore_filter::ir::{Aggregate, FeatureDef, FeatureKind, Link, ModelIr, Node, SourceFormat, Task, Test, Tree};
+use crate::ir::{Aggregate, FeatureDef, FeatureKind, Link, ModelIr, Node, SourceFormat, Task, Test, Tree};
 use std::collections::HashMap;
 
 const FORMAT: &str = "lightgbm";

@@ -1,7 +1,7 @@
 //! One reader per training library's model format. A reader only translates the library's
 //! semantics into [`ModelIr`]; layout and validation are the artifact's business.
 
-use edgescore_filter::ir::ModelIr;
+use crate::ir::ModelIr;
 
 pub mod catboost;
 pub mod lightgbm;

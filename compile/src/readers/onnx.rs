@@ -18,7 +18,7 @@ mod tests;
 
 use super::ReadError;
 use attrs::Attrs;
-use edgescore_filter::ir::{Aggregate, FeatureDef, FeatureKind, Link, ModelIr, Node, SourceFormat, Task, Tree};
+use crate::ir::{Aggregate, FeatureDef, FeatureKind, Link, ModelIr, Node, SourceFormat, Task, Tree};
 use std::collections::HashSet;
 use tract_onnx::pb;
 use tract_onnx::tract_core::framework::Framework;

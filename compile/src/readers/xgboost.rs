@@ -6,7 +6,7 @@
 //! `base_score` is stored in output space and converted to a margin per objective.
 
 use super::ReadError;
-use edgescore_filter::ir::{Aggregate, FeatureDef, FeatureKind, Link, ModelIr, Node, SourceFormat, Task, Test, Tree};
+use crate::ir::{Aggregate, FeatureDef, FeatureKind, Link, ModelIr, Node, SourceFormat, Task, Test, Tree};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 

@@ -3,7 +3,7 @@
 //! were produced by ONNX Runtime 1.31 on the same graphs.
 
 use super::*;
-use edgescore_filter::ir::Test;
+use crate::ir::Test;
 use pb::tensor_shape_proto::{dimension::Value as Dim, Dimension};
 use std::path::PathBuf;
 

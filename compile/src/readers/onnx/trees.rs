@@ -3,7 +3,7 @@
 
 use super::malformed;
 use crate::readers::ReadError;
-use edgescore_filter::ir::Test;
+use crate::ir::Test;
 use std::collections::{HashMap, HashSet};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,0 +1,200 @@
+//! The intermediate representation between a training library's model file and the artifact.
+//!
+//! Readers (in `compile/`) translate each library's semantics into these plain structs; the
+//! writer (`write`) lays them out for the evaluator. Everything a library does
+//! differently — comparison operator, where missing values go, categorical sets, base score,
+//! link function — is spelled out here, so the writer and evaluator never ask "which library?".
+//! The IR and the writer belong to the compiler; the runtime (`edgescore-core`) only reads
+//! artifacts. What both need to agree on — the source format, task and link recorded in an
+//! artifact — is defined once, in `edgescore_core::artifact::meta`.
+
+pub use edgescore_core::artifact::{Link, SourceFormat, Task};
+
+/// How tree outputs combine into a margin.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Aggregate {
+    /// margin[o] = base[o] + sum of the leaves of the trees of output o.
+    Sum,
+    /// margin[o] = base[o] + (sum of the leaves of the trees of output o) / divisor
+    /// (random forests: the number of trees per output).
+    Average { divisor: f64 },
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum FeatureKind {
+    Numeric,
+    /// Integer category codes in `0..buckets` (hashed request features use the bucket count).
+    Categorical { buckets: u32 },
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct FeatureDef {
+    pub name: String,
+    pub kind: FeatureKind,
+}
+
+/// A split's test on the feature value `x` (an `f32`, as every library feeds it).
+/// The test being true sends the row to `yes`, false to `no`; NaN never reaches the test
+/// (see [`Node::Split::missing_yes`]) except where the variant says otherwise.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Test {
+    /// `x < t` (XGBoost; ONNX BRANCH_LT).
+    Lt(f64),
+    /// `x <= t` (LightGBM with thresholds in f64; ONNX BRANCH_LEQ).
+    Le(f64),
+    /// `x > t` (CatBoost borders; ONNX BRANCH_GT).
+    Gt(f64),
+    /// `x >= t` (ONNX BRANCH_GTE).
+    Ge(f64),
+    /// `x == t` (ONNX BRANCH_EQ).
+    Eq(f64),
+    /// `x != t` (ONNX BRANCH_NEQ).
+    Ne(f64),
+    /// LightGBM's `missing_type = Zero`: `x <= t`, except that values with `|x| <= 1e-35`
+    /// take the missing direction as NaN does.
+    LeZeroAsMissing(f64),
+    /// `trunc(x)` is one of `categories`. Values `x <= invalid_at_or_below` (and values beyond
+    /// every category) are not in the set: XGBoost treats `x < 0` as invalid, LightGBM
+    /// `trunc(x) < 0`, i.e. `x <= -1`.
+    InSet { categories: Vec<u32>, invalid_at_or_below: f32 },
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Node {
+    Leaf {
+        value: f64,
+    },
+    Split {
+        feature: u32,
+        test: Test,
+        /// Where a NaN feature value goes: `yes` when true.
+        missing_yes: bool,
+        /// Indices into the tree's `nodes`.
+        yes: u32,
+        no: u32,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Tree {
+    /// Which output (class) this tree's leaves add to.
+    pub output: u32,
+    /// `nodes[0]` is the root.
+    pub nodes: Vec<Node>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelIr {
+    pub name: String,
+    pub version: String,
+    pub source: SourceFormat,
+    /// Free-form objective as the library names it (e.g. `binary:logistic`), for `inspect`.
+    pub objective: String,
+    pub task: Task,
+    pub link: Link,
+    pub aggregate: Aggregate,
+    /// Per output, in margin space.
+    pub base_score: Vec<f64>,
+    pub features: Vec<FeatureDef>,
+    pub trees: Vec<Tree>,
+}
+
+impl ModelIr {
+    pub fn n_outputs(&self) -> usize {
+        self.base_score.len()
+    }
+}
+
+/// The IR's meaning, read literally: f64 comparisons exactly as [`Test`] documents them, no
+/// normalisation, trees in file order. Slow and allocating — it is the one reference the
+/// readers' tests, the writer's tests and the fuzzers check the compiled artifact against.
+impl Tree {
+    /// Where the tree sends `x`; `None` if the walk leaves the tree, reads past `x`, or does
+    /// not end (the readers never make such a tree; the fuzzers' generator does on purpose).
+    pub fn try_leaf_value(&self, x: &[f32]) -> Option<f64> {
+        let mut i = 0usize;
+        for _ in 0..=self.nodes.len() {
+            match self.nodes.get(i)? {
+                Node::Leaf { value } => return Some(*value),
+                Node::Split { feature, test, missing_yes, yes, no } => {
+                    let v = *x.get(*feature as usize)?;
+                    let go_yes = if v.is_nan() { *missing_yes } else { test.holds(v, *missing_yes) };
+                    i = if go_yes { *yes } else { *no } as usize;
+                }
+            }
+        }
+        None
+    }
+
+    /// [`Tree::try_leaf_value`], NaN where that is `None`.
+    pub fn leaf_value(&self, x: &[f32]) -> f64 {
+        self.try_leaf_value(x).unwrap_or(f64::NAN)
+    }
+}
+
+impl Test {
+    /// Whether the test holds for a non-NaN `v` (`missing_yes` only matters for
+    /// `LeZeroAsMissing`, where tiny values count as missing).
+    pub fn holds(&self, v: f32, missing_yes: bool) -> bool {
+        let d = v as f64;
+        match self {
+            Test::Lt(t) => d < *t,
+            Test::Le(t) => d <= *t,
+            Test::Gt(t) => d > *t,
+            Test::Ge(t) => d >= *t,
+            Test::Eq(t) => d == *t,
+            Test::Ne(t) => d != *t,
+            Test::LeZeroAsMissing(t) => {
+                if v.abs() <= 1e-35 {
+                    missing_yes
+                } else {
+                    d <= *t
+                }
+            }
+            Test::InSet { categories, invalid_at_or_below } => {
+                v > *invalid_at_or_below && v < 4294967296.0 && categories.contains(&(v.trunc() as u32))
+            }
+        }
+    }
+}
+
+/// The reference reading of one row: margins, and per output the magnitude the rounding error
+/// of a reordered sum scales with (sum of |leaf| / divisor + |base|).
+pub struct ReferenceMargins {
+    pub margins: Vec<f64>,
+    pub magnitudes: Vec<f64>,
+}
+
+impl ModelIr {
+    /// Margins and magnitudes by the reference reading; `None` if a tree's walk failed (see
+    /// [`Tree::try_leaf_value`]).
+    pub fn try_reference(&self, x: &[f32]) -> Option<ReferenceMargins> {
+        let n = self.n_outputs();
+        let mut acc = vec![0f64; n];
+        let mut mag = vec![0f64; n];
+        for t in &self.trees {
+            let v = t.try_leaf_value(x)?;
+            *acc.get_mut(t.output as usize)? += v;
+            mag[t.output as usize] += v.abs();
+        }
+        let divisor = match self.aggregate {
+            Aggregate::Sum => 1.0,
+            Aggregate::Average { divisor } => divisor,
+        };
+        let margins = acc.iter().zip(&self.base_score).map(|(a, b)| if divisor == 1.0 { a + b } else { a / divisor + b }).collect();
+        let magnitudes = mag.iter().zip(&self.base_score).map(|(a, b)| a / divisor + b.abs()).collect();
+        Some(ReferenceMargins { margins, magnitudes })
+    }
+
+    /// Margins by the reference reading; all NaN where [`ModelIr::try_reference`] fails.
+    pub fn margins(&self, x: &[f32]) -> Vec<f64> {
+        self.try_reference(x).map_or_else(|| vec![f64::NAN; self.n_outputs()], |r| r.margins)
+    }
+
+    /// Outputs (after the link) by the reference reading.
+    pub fn outputs(&self, x: &[f32]) -> Vec<f64> {
+        let mut m = self.margins(x);
+        self.link.apply(&mut m);
+        m
+    }
+}

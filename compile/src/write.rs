@@ -1,0 +1,337 @@
+//! IR → `.esm` bytes. The writer decides the layout the evaluator walks:
+//! - every test normalised to `x < t` in f32 (the "yes" child first), so the hot loop has one
+//!   comparison and no per-library branches;
+//! - nodes of a tree in breadth-first order with siblings adjacent (the "no" child is
+//!   `left + 1`, one index per node) and children after parents (no cycles by construction);
+//! - trees sorted by depth, so the groups the evaluator walks in lockstep waste few steps.
+
+use crate::ir::{Aggregate, FeatureKind, Link, ModelIr, Node as IrNode, Test};
+use bytemuck::bytes_of;
+use edgescore_core::artifact::layout::*;
+use edgescore_core::artifact::checksum;
+use std::collections::VecDeque;
+
+/// Why the writer could not lay out a model (the IR holds something the format cannot express).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum WriteError {
+    #[error("tree {tree}: {reason}")]
+    Tree { tree: usize, reason: String },
+    #[error("model: {0}")]
+    Model(String),
+}
+
+/// The smallest f32 `t` with `t >= v` (so `x < v` ⟺ `x < t` for every f32 `x`).
+fn f32_at_or_above(v: f64) -> f32 {
+    let c = v as f32;
+    if (c as f64) < v {
+        c.next_up()
+    } else {
+        c
+    }
+}
+
+/// The smallest f32 `t` with `t > v` (so `x <= v` ⟺ `x < t`), if there is one.
+fn f32_above(v: f64) -> Option<f32> {
+    let c = v as f32;
+    let t = if (c as f64) <= v { c.next_up() } else { c };
+    ((t as f64) > v).then_some(t)
+}
+
+/// A normalised test: `op` with f32 threshold, and whether the IR's yes-child goes second.
+struct Normalised {
+    op: u16,
+    payload: u32,
+    swap: bool,
+}
+
+fn always(result: bool) -> Normalised {
+    // `x < -inf` is false for every x; swapping the children makes it "always yes".
+    Normalised { op: node::OP_LT, payload: f32::NEG_INFINITY.to_bits(), swap: result }
+}
+
+fn lt(t: f32, swap: bool) -> Normalised {
+    Normalised { op: node::OP_LT, payload: t.to_bits(), swap }
+}
+
+fn normalise(test: &Test, cat_index: &mut dyn FnMut(&[u32], f32) -> u32) -> Result<Normalised, String> {
+    let finite_or_inf = |t: f64| if t.is_nan() { Err("NaN threshold".to_string()) } else { Ok(t) };
+    Ok(match *test {
+        Test::Lt(t) => lt(f32_at_or_above(finite_or_inf(t)?), false),
+        Test::Ge(t) => lt(f32_at_or_above(finite_or_inf(t)?), true),
+        Test::Le(t) => match f32_above(finite_or_inf(t)?) {
+            Some(t) => lt(t, false),
+            None => always(true),
+        },
+        Test::Gt(t) => match f32_above(finite_or_inf(t)?) {
+            Some(t) => lt(t, true),
+            None => always(false),
+        },
+        Test::Eq(t) | Test::Ne(t) => {
+            let t = finite_or_inf(t)?;
+            let equal = matches!(test, Test::Eq(_));
+            if (t as f32) as f64 == t {
+                let op = if equal { node::OP_EQ } else { node::OP_NE };
+                Normalised { op, payload: (t as f32).to_bits(), swap: false }
+            } else {
+                // No f32 equals t.
+                always(!equal)
+            }
+        }
+        Test::LeZeroAsMissing(t) => match f32_above(finite_or_inf(t)?) {
+            Some(t) => Normalised { op: node::OP_LT_ZERO_MISSING, payload: t.to_bits(), swap: false },
+            None => return Err("zero-as-missing split at +inf".into()),
+        },
+        Test::InSet { ref categories, invalid_at_or_below } => {
+            if invalid_at_or_below.is_nan() {
+                return Err("NaN lower bound in categorical split".into());
+            }
+            Normalised { op: node::OP_IN_SET, payload: cat_index(categories, invalid_at_or_below), swap: false }
+        }
+    })
+}
+
+struct Sections {
+    trees: Vec<TreeSpec>,
+    nodes: Vec<Node>,
+    leaves: Vec<f64>,
+    cat_splits: Vec<CatSplit>,
+    cat_words: Vec<u32>,
+    flags: u32,
+}
+
+/// Lays out one IR tree breadth-first; returns its depth.
+fn lay_out_tree(t: usize, tree: &crate::ir::Tree, n_features: usize, s: &mut Sections) -> Result<u32, WriteError> {
+    let err = |reason: String| WriteError::Tree { tree: t, reason };
+    let n = tree.nodes.len();
+    if n == 0 {
+        return Err(err("no nodes".into()));
+    }
+    let mut seen = vec![false; n];
+    let base = s.nodes.len() as u64;
+    // Queue of (IR index, output index, depth); output slots are reserved before they are filled.
+    let mut queue = VecDeque::from([(0usize, 0u64, 0u32)]);
+    s.nodes.push(zeroed_node());
+    seen[0] = true;
+    let mut depth = 0;
+    while let Some((ir, slot, d)) = queue.pop_front() {
+        depth = depth.max(d);
+        if d > MAX_DEPTH {
+            return Err(err(format!("deeper than {MAX_DEPTH}")));
+        }
+        let index = base + slot;
+        let out = match tree.nodes[ir] {
+            IrNode::Leaf { value } => {
+                if !value.is_finite() {
+                    return Err(err(format!("node {ir}: leaf value {value} is not finite")));
+                }
+                s.leaves.push(value);
+                // Leaf indices are re-based when trees are merged; MAX_LEAVES is checked there.
+                Node { payload: (s.leaves.len() - 1) as u32, feature: 0, flags: node::LEAF, left: index as u32 }
+            }
+            IrNode::Split { feature, ref test, missing_yes, yes, no } => {
+                for child in [yes, no] {
+                    let c = child as usize;
+                    if c >= n {
+                        return Err(err(format!("node {ir}: child {c} out of range")));
+                    }
+                    if std::mem::replace(&mut seen[c], true) {
+                        return Err(err(format!("node {c} has two parents or is part of a cycle")));
+                    }
+                }
+                if feature as usize >= n_features {
+                    return Err(err(format!("node {ir}: splits on feature {feature} of {n_features}")));
+                }
+                let cat_splits = &mut s.cat_splits;
+                let cat_words = &mut s.cat_words;
+                let mut add_set = |cats: &[u32], invalid: f32| {
+                    let n_words = cats.iter().max().map_or(0, |&m| m / 32 + 1);
+                    let word_offset = cat_words.len() as u32;
+                    cat_words.resize(cat_words.len() + n_words as usize, 0);
+                    for &c in cats {
+                        cat_words[(word_offset + c / 32) as usize] |= 1 << (c % 32);
+                    }
+                    cat_splits.push(CatSplit { word_offset, n_words, invalid_at_or_below: invalid, reserved: 0 });
+                    (cat_splits.len() - 1) as u32
+                };
+                let norm = normalise(test, &mut add_set).map_err(|r| err(format!("node {ir}: {r}")))?;
+                s.flags |= match norm.op {
+                    node::OP_LT => 0,
+                    node::OP_IN_SET => flags::HAS_CATEGORICAL,
+                    _ => flags::HAS_RARE_TESTS,
+                };
+                let (first, second) = if norm.swap { (no, yes) } else { (yes, no) };
+                let missing_first = missing_yes != norm.swap;
+                let left_slot = s.nodes.len() as u64 - base;
+                s.nodes.push(zeroed_node());
+                s.nodes.push(zeroed_node());
+                queue.push_back((first as usize, left_slot, d + 1));
+                queue.push_back((second as usize, left_slot + 1, d + 1));
+                let missing = if missing_first { node::MISSING_YES } else { 0 };
+                Node { payload: norm.payload, feature: feature as u16, flags: norm.op | missing, left: (base + left_slot) as u32 }
+            }
+        };
+        s.nodes[index as usize] = out;
+    }
+    if let Some(unreached) = seen.iter().position(|&v| !v) {
+        return Err(err(format!("node {unreached} is not reachable from the root")));
+    }
+    Ok(depth)
+}
+
+/// A node with every field zero, filled in by the caller.
+fn zeroed_node() -> Node {
+    bytemuck::Zeroable::zeroed()
+}
+
+/// Writes the artifact for `model`.
+pub fn write(model: &ModelIr) -> Result<Vec<u8>, WriteError> {
+    let n_outputs = model.n_outputs();
+    if n_outputs == 0 || n_outputs > edgescore_core::MAX_OUTPUTS {
+        return Err(WriteError::Model(format!("{n_outputs} outputs (1..={} supported)", edgescore_core::MAX_OUTPUTS)));
+    }
+    if model.features.is_empty() || model.features.len() as u64 > MAX_FEATURES as u64 {
+        return Err(WriteError::Model(format!("{} features", model.features.len())));
+    }
+    // Lay out each tree on its own, then order trees by depth (deepest first).
+    let mut laid: Vec<(u32, u32, Sections)> = Vec::with_capacity(model.trees.len());
+    for (t, tree) in model.trees.iter().enumerate() {
+        if tree.output as usize >= n_outputs {
+            return Err(WriteError::Tree { tree: t, reason: format!("output {} of {n_outputs}", tree.output) });
+        }
+        let mut s = Sections { trees: vec![], nodes: vec![], leaves: vec![], cat_splits: vec![], cat_words: vec![], flags: 0 };
+        let depth = lay_out_tree(t, tree, model.features.len(), &mut s)?;
+        laid.push((depth, tree.output, s));
+    }
+    laid.sort_by_key(|(depth, _, _)| std::cmp::Reverse(*depth));
+    let mut all = Sections { trees: vec![], nodes: vec![], leaves: vec![], cat_splits: vec![], cat_words: vec![], flags: 0 };
+    for (depth, output, s) in laid {
+        let (node_base, leaf_base) = (all.nodes.len() as u32, all.leaves.len() as u32);
+        let (split_base, word_base) = (all.cat_splits.len() as u32, all.cat_words.len() as u32);
+        for mut n in s.nodes {
+            n.left += node_base;
+            if n.flags & node::LEAF != 0 {
+                n.payload = node::LEAF_NAN | (n.payload + leaf_base);
+                n.left = n.left.wrapping_sub(1);
+            } else if n.flags & node::OP_MASK == node::OP_IN_SET {
+                n.payload += split_base;
+            }
+            all.nodes.push(n);
+        }
+        if all.leaves.len() + s.leaves.len() > MAX_LEAVES as usize {
+            return Err(WriteError::Model(format!("more than {MAX_LEAVES} leaves")));
+        }
+        all.cat_splits.extend(s.cat_splits.into_iter().map(|c| CatSplit { word_offset: c.word_offset + word_base, ..c }));
+        all.cat_words.extend(s.cat_words);
+        all.leaves.extend(s.leaves);
+        all.flags |= s.flags;
+        all.trees.push(TreeSpec { root: node_base, end: all.nodes.len() as u32, output, depth });
+    }
+    if all.nodes.len() > u32::MAX as usize / 2 {
+        return Err(WriteError::Model("too many nodes".into()));
+    }
+    for (i, b) in model.base_score.iter().enumerate() {
+        if !b.is_finite() {
+            return Err(WriteError::Model(format!("base score {i} is not finite")));
+        }
+    }
+    let (link, link_param) = match model.link {
+        Link::Identity => (link::IDENTITY, 0.0),
+        Link::Sigmoid { scale } => (link::SIGMOID, scale),
+        Link::Softmax => (link::SOFTMAX, 0.0),
+        Link::Exp => (link::EXP, 0.0),
+    };
+    let (aggregate, aggregate_divisor) = match model.aggregate {
+        Aggregate::Sum => (aggregate::SUM, 1.0),
+        Aggregate::Average { divisor } => (aggregate::AVERAGE, divisor),
+    };
+    if !(link_param.is_finite() && aggregate_divisor.is_finite() && aggregate_divisor > 0.0) {
+        return Err(WriteError::Model("link scale or averaging divisor is not a positive finite number".into()));
+    }
+    let meta = Meta {
+        source: model.source as u32,
+        task: model.task as u32,
+        link,
+        aggregate,
+        link_param,
+        aggregate_divisor,
+        n_features: model.features.len() as u32,
+        n_outputs: n_outputs as u32,
+        n_trees: all.trees.len() as u32,
+        n_nodes: all.nodes.len() as u32,
+        n_leaves: all.leaves.len() as u32,
+        n_cat_splits: all.cat_splits.len() as u32,
+        n_cat_words: all.cat_words.len() as u32,
+        max_depth: all.trees.iter().map(|t| t.depth).max().unwrap_or(0),
+    };
+    let strings = strings_section(model);
+    let features: Vec<FeatureSpec> = model
+        .features
+        .iter()
+        .map(|f| match f.kind {
+            FeatureKind::Numeric => FeatureSpec { kind: FEATURE_NUMERIC, buckets: 0 },
+            FeatureKind::Categorical { buckets } => FeatureSpec { kind: FEATURE_CATEGORICAL, buckets: buckets.max(1) },
+        })
+        .collect();
+    let sections: [&[u8]; 9] = [
+        bytes_of(&meta),
+        &strings,
+        bytemuck::cast_slice(&features),
+        bytemuck::cast_slice(&model.base_score),
+        bytemuck::cast_slice(&all.trees),
+        bytemuck::cast_slice(&all.nodes),
+        bytemuck::cast_slice(&all.leaves),
+        bytemuck::cast_slice(&all.cat_splits),
+        bytemuck::cast_slice(&all.cat_words),
+    ];
+    Ok(assemble(all.flags, &sections))
+}
+
+fn strings_section(model: &ModelIr) -> Vec<u8> {
+    let mut entries: Vec<&str> = vec![&model.name, &model.version, &model.objective];
+    entries.extend(model.features.iter().map(|f| f.name.as_str()));
+    let mut out = Vec::new();
+    out.extend_from_slice(&(entries.len() as u32).to_le_bytes());
+    let mut end = 0u32;
+    for e in &entries {
+        end += e.len() as u32;
+        out.extend_from_slice(&end.to_le_bytes());
+    }
+    for e in &entries {
+        out.extend_from_slice(e.as_bytes());
+    }
+    out
+}
+
+fn align_up(n: usize) -> usize {
+    n.div_ceil(SECTION_ALIGN) * SECTION_ALIGN
+}
+
+/// Header + section table + sections (each 16-byte aligned), then the checksum.
+fn assemble(header_flags: u32, sections: &[&[u8]; 9]) -> Vec<u8> {
+    let table_len = sections.len() * core::mem::size_of::<SectionEntry>();
+    let mut offset = align_up(HEADER_LEN + table_len);
+    let mut entries = Vec::with_capacity(sections.len());
+    for (kind, body) in SECTION_KINDS.iter().zip(sections) {
+        entries.push(SectionEntry { kind: *kind as u32, reserved: 0, offset: offset as u64, len: body.len() as u64 });
+        offset = align_up(offset + body.len());
+    }
+    let file_len = offset;
+    let header = Header {
+        magic: MAGIC,
+        format_version: FORMAT_VERSION,
+        flags: header_flags,
+        file_len: file_len as u64,
+        checksum: 0,
+        section_count: sections.len() as u32,
+        reserved: [0; 7],
+    };
+    let mut out = vec![0u8; file_len];
+    out[..HEADER_LEN].copy_from_slice(bytes_of(&header));
+    out[HEADER_LEN..HEADER_LEN + table_len].copy_from_slice(bytemuck::cast_slice(&entries));
+    for (e, body) in entries.iter().zip(sections) {
+        out[e.offset as usize..e.offset as usize + body.len()].copy_from_slice(body);
+    }
+    let sum = checksum(&out);
+    out[CHECKSUM_OFFSET..CHECKSUM_OFFSET + 8].copy_from_slice(&sum.to_le_bytes());
+    out
+}

@@ -1,0 +1,218 @@
+//! The `.esm` byte layout: every struct the file holds, as `#[repr(C)]` plain-old-data read in
+//! place with `bytemuck`. `docs/artifact-format.md` describes the same layout for humans; keep
+//! the two in step.
+//!
+//! All integers and floats are little-endian. The evaluator relies on the host being
+//! little-endian too (x86_64, aarch64 and wasm32 all are); `TreeEnsemble::from_bytes` refuses
+//! to load on a big-endian host rather than reading garbage.
+
+use bytemuck::{Pod, Zeroable};
+
+pub const MAGIC: [u8; 8] = *b"ESMODEL\0";
+pub const FORMAT_VERSION: u32 = 1;
+/// Every section starts at a multiple of this many bytes.
+pub const SECTION_ALIGN: usize = 16;
+/// At most this many features (the node's feature field has 16 bits).
+pub const MAX_FEATURES: u32 = 1 << 16;
+/// At most this many leaves (a leaf's index lives in the payload of a quiet NaN).
+pub const MAX_LEAVES: u32 = 1 << 22;
+/// Deepest tree the evaluator accepts (LightGBM's and XGBoost's practical limits are far below).
+pub const MAX_DEPTH: u32 = 256;
+
+/// Header flags: which node tests the model uses, so the evaluator can run the
+/// narrowest loop that covers them.
+pub mod flags {
+    /// Some node is an `IN_SET` test.
+    pub const HAS_CATEGORICAL: u32 = 1 << 0;
+    /// Some node is an `EQ`, `NE` or `LT_ZERO_MISSING` test.
+    pub const HAS_RARE_TESTS: u32 = 1 << 1;
+    pub const ALL: u32 = HAS_CATEGORICAL | HAS_RARE_TESTS;
+}
+
+#[derive(Clone, Copy, Debug, Pod, Zeroable)]
+#[repr(C)]
+pub struct Header {
+    pub magic: [u8; 8],
+    pub format_version: u32,
+    pub flags: u32,
+    pub file_len: u64,
+    /// xxh3-64 of the whole file with these eight bytes taken as zero.
+    pub checksum: u64,
+    pub section_count: u32,
+    pub reserved: [u32; 7],
+}
+pub const HEADER_LEN: usize = core::mem::size_of::<Header>();
+/// Byte offset of `Header::checksum`.
+pub const CHECKSUM_OFFSET: usize = 24;
+
+/// One row of the section table, which follows the header.
+#[derive(Clone, Copy, Debug, Pod, Zeroable)]
+#[repr(C)]
+pub struct SectionEntry {
+    pub kind: u32,
+    pub reserved: u32,
+    pub offset: u64,
+    pub len: u64,
+}
+
+/// Section kinds, in the order they appear in the table and in the file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u32)]
+pub enum SectionKind {
+    Meta = 1,
+    Strings = 2,
+    Features = 3,
+    Base = 4,
+    Trees = 5,
+    Nodes = 6,
+    Leaves = 7,
+    CatSplits = 8,
+    CatWords = 9,
+}
+pub const SECTION_KINDS: [SectionKind; 9] = [
+    SectionKind::Meta,
+    SectionKind::Strings,
+    SectionKind::Features,
+    SectionKind::Base,
+    SectionKind::Trees,
+    SectionKind::Nodes,
+    SectionKind::Leaves,
+    SectionKind::CatSplits,
+    SectionKind::CatWords,
+];
+
+impl SectionKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            SectionKind::Meta => "META",
+            SectionKind::Strings => "STRINGS",
+            SectionKind::Features => "FEATURES",
+            SectionKind::Base => "BASE",
+            SectionKind::Trees => "TREES",
+            SectionKind::Nodes => "NODES",
+            SectionKind::Leaves => "LEAVES",
+            SectionKind::CatSplits => "CAT_SPLITS",
+            SectionKind::CatWords => "CAT_WORDS",
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, Pod, Zeroable)]
+#[repr(C)]
+pub struct Meta {
+    /// `meta::SourceFormat` as u32.
+    pub source: u32,
+    /// `meta::Task` as u32.
+    pub task: u32,
+    /// 0 identity, 1 sigmoid (scale in `link_param`), 2 softmax, 3 exp.
+    pub link: u32,
+    /// 0 sum, 1 average (divisor in `aggregate_divisor`).
+    pub aggregate: u32,
+    pub link_param: f64,
+    pub aggregate_divisor: f64,
+    pub n_features: u32,
+    pub n_outputs: u32,
+    pub n_trees: u32,
+    pub n_nodes: u32,
+    pub n_leaves: u32,
+    pub n_cat_splits: u32,
+    pub n_cat_words: u32,
+    pub max_depth: u32,
+}
+
+pub mod link {
+    pub const IDENTITY: u32 = 0;
+    pub const SIGMOID: u32 = 1;
+    pub const SOFTMAX: u32 = 2;
+    pub const EXP: u32 = 3;
+}
+pub mod aggregate {
+    pub const SUM: u32 = 0;
+    pub const AVERAGE: u32 = 1;
+}
+
+/// The STRINGS section: `count: u32`, then `count` end offsets (u32, relative to the start of
+/// the string bytes), then the UTF-8 bytes. Entries: model name, version, objective, then one
+/// name per feature.
+pub const STRINGS_FIXED: usize = 3;
+
+#[derive(Clone, Copy, Debug, Pod, Zeroable)]
+#[repr(C)]
+pub struct FeatureSpec {
+    /// 0 numeric, 1 categorical.
+    pub kind: u32,
+    /// Categorical: number of category codes/buckets; numeric: 0.
+    pub buckets: u32,
+}
+pub const FEATURE_NUMERIC: u32 = 0;
+pub const FEATURE_CATEGORICAL: u32 = 1;
+
+#[derive(Clone, Copy, Debug, Pod, Zeroable, PartialEq, Eq)]
+#[repr(C)]
+pub struct TreeSpec {
+    /// Index of the root in NODES; the tree owns nodes `root..end`.
+    pub root: u32,
+    pub end: u32,
+    /// Which output its leaves add to.
+    pub output: u32,
+    /// Number of splits on the longest root-to-leaf path (0 for a lone leaf).
+    pub depth: u32,
+}
+
+/// One tree node, 12 bytes.
+///
+/// Internal node: the test sends the row to `left` (the "yes" child) or `left + 1` (the "no"
+/// child); every comparison has been normalised by the writer to `x < threshold`.
+///
+/// Leaf: `payload` is a quiet NaN whose low 22 bits index LEAVES, and `left` is its own index
+/// minus one (wrapping). Every comparison with NaN is false, so the evaluator's ordinary step
+/// `left + !(x < payload)` lands on the leaf itself: a tree that reached its leaf stays there
+/// while the other trees of its group keep walking, with no leaf test in the loop.
+#[derive(Clone, Copy, Debug, Pod, Zeroable, PartialEq)]
+#[repr(C)]
+pub struct Node {
+    /// Internal: f32 threshold bits, or for `IN_SET` the index into CAT_SPLITS. Leaf: see above.
+    pub payload: u32,
+    pub feature: u16,
+    /// [`node`] flags.
+    pub flags: u16,
+    pub left: u32,
+}
+
+pub mod node {
+    pub const LEAF: u16 = 1 << 15;
+    /// NaN goes to the yes child (`left`); otherwise to the no child (`left + 1`).
+    pub const MISSING_YES: u16 = 1 << 14;
+    pub const OP_SHIFT: u16 = 11;
+    pub const OP_MASK: u16 = 0b111 << OP_SHIFT;
+    /// `x < threshold`.
+    pub const OP_LT: u16 = 0;
+    /// `trunc(x)` in the CAT_SPLITS set `payload`.
+    pub const OP_IN_SET: u16 = 1 << OP_SHIFT;
+    /// `x == threshold`.
+    pub const OP_EQ: u16 = 2 << OP_SHIFT;
+    /// `x != threshold`.
+    pub const OP_NE: u16 = 3 << OP_SHIFT;
+    /// `x < threshold`, but `|x| <= 1e-35` is missing (LightGBM `missing_type = Zero`).
+    pub const OP_LT_ZERO_MISSING: u16 = 4 << OP_SHIFT;
+    /// Bits 0..11 are reserved and must be zero.
+    pub const RESERVED: u16 = (1 << OP_SHIFT) - 1;
+    /// A leaf's payload: a quiet NaN carrying the leaf index in its low 22 bits.
+    pub const LEAF_NAN: u32 = 0x7fc0_0000;
+    pub const LEAF_INDEX_MASK: u32 = (1 << 22) - 1;
+}
+
+/// LightGBM's `kZeroThreshold`.
+pub const ZERO_THRESHOLD: f32 = 1e-35;
+
+#[derive(Clone, Copy, Debug, Pod, Zeroable, PartialEq)]
+#[repr(C)]
+pub struct CatSplit {
+    /// The set's bitset is CAT_WORDS[word_offset .. word_offset + n_words]; bit `c` is
+    /// `words[c / 32] >> (c % 32) & 1`.
+    pub word_offset: u32,
+    pub n_words: u32,
+    /// Values `x <= invalid_at_or_below` are never in the set.
+    pub invalid_at_or_below: f32,
+    pub reserved: u32,
+}

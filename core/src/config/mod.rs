@@ -1,0 +1,199 @@
+//! The plugin configuration: the JSON in the Wasm filter's `configuration`, documented in
+//! `docs/configuration.md` (schema: `docs/configuration.schema.json`). Parsing is strict:
+//! unknown fields and out-of-range values are refused with the path of the offending field, so
+//! Envoy rejects the configuration and keeps serving the previous one.
+
+use serde::Deserialize;
+
+mod error;
+pub mod text;
+
+pub use crate::action::{ActionKind, DEFAULT_BLOCK_BODY, DEFAULT_BLOCK_STATUS};
+pub use error::ConfigError;
+pub use text::TextConfig;
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// Blocks requests above a `block` model's threshold.
+    #[default]
+    Enforce,
+    /// Scores and tags, never blocks: the decision header says what enforce would have done.
+    Shadow,
+}
+
+/// What to do with a request that could not be scored (a malformed header map from the host).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OnError {
+    /// Fail open: pass the request on, marked `error`.
+    #[default]
+    Allow,
+    /// Fail closed: reply 503.
+    Block,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PluginConfig {
+    #[serde(default)]
+    pub mode: Mode,
+    /// Secret for categorical hashing (≥ 16 bytes). Models must be trained on features logged
+    /// with the same key.
+    pub hash_key: String,
+    #[serde(default)]
+    pub on_error: OnError,
+    #[serde(default)]
+    pub headers: HeaderNames,
+    #[serde(default)]
+    pub feature_log: FeatureLogConfig,
+    #[serde(default)]
+    pub metrics: MetricsConfig,
+    pub models: Vec<ModelConfig>,
+    /// The text path: qualifying bodies go to the NLP service (absent: no text scoring).
+    #[serde(default)]
+    pub text: Option<TextConfig>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HeaderNames {
+    /// Added to the upstream request: `bot=0.9312;abuse=0.0204`.
+    pub scores: String,
+    /// Added to the upstream request (and a block reply): `allow`, `tag;model=bot@v1`, …
+    pub decision: String,
+}
+
+impl Default for HeaderNames {
+    fn default() -> Self {
+        HeaderNames { scores: "x-edgescore".into(), decision: "x-edgescore-decision".into() }
+    }
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FeatureLogConfig {
+    /// Fraction of requests whose feature vector is written to filter state, 0 to 1.
+    #[serde(default)]
+    pub sample_rate: f64,
+}
+
+/// The per-model metrics: each costs a host call per model on every request (about 0.3–0.4 µs
+/// of Envoy CPU each on the bench machine), so an operator who does not read them can turn
+/// them off. Both are on by default.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MetricsConfig {
+    /// `edgescore.model.<name>.score_permille` histograms.
+    pub score_histograms: bool,
+    /// `edgescore.model.<name>.{allow,tag,block}` counters.
+    pub model_counters: bool,
+}
+
+impl Default for MetricsConfig {
+    fn default() -> Self {
+        MetricsConfig { score_histograms: true, model_counters: true }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelConfig {
+    /// The compiled `.esm` artifact, standard base64.
+    pub artifact: String,
+    /// The score at or above which the action applies.
+    pub threshold: f64,
+    /// Which output is the score (class index for multiclass models; default 0).
+    #[serde(default)]
+    pub output: Option<u32>,
+    #[serde(default)]
+    pub action: ActionKind,
+    /// Local reply status for `block` (default 403).
+    #[serde(default)]
+    pub status: Option<u16>,
+    /// Local reply body for `block`.
+    #[serde(default)]
+    pub body: Option<String>,
+}
+
+impl PluginConfig {
+    /// Parses and checks everything that does not need the artifacts decoded.
+    pub fn parse(json: &[u8]) -> Result<PluginConfig, ConfigError> {
+        let de = &mut serde_json::Deserializer::from_slice(json);
+        let cfg: PluginConfig = serde_path_to_error::deserialize(de).map_err(|e| {
+            let path = e.path().to_string();
+            // serde_path_to_error says "." for the root and "?" where the JSON is too broken to
+            // name a position; both mean the document as a whole.
+            let field = if path == "." || path == "?" { "configuration".to_string() } else { path };
+            ConfigError::new(field, e.into_inner().to_string())
+        })?;
+        cfg.check()?;
+        Ok(cfg)
+    }
+
+    fn check(&self) -> Result<(), ConfigError> {
+        if self.hash_key.len() < crate::features::hash::MIN_KEY_LEN {
+            return Err(ConfigError::new("hash_key", format!("must be at least {} bytes", crate::features::hash::MIN_KEY_LEN)));
+        }
+        for (field, name) in [("headers.scores", &self.headers.scores), ("headers.decision", &self.headers.decision)] {
+            let token = |b: u8| b.is_ascii_digit() || b.is_ascii_lowercase() || b"!#$%&'*+-.^_`|~".contains(&b);
+            if name.is_empty() || !name.bytes().all(token) {
+                return Err(ConfigError::new(field, format!("{name:?} is not a lower-case HTTP header name")));
+            }
+        }
+        if self.headers.scores == self.headers.decision {
+            return Err(ConfigError::new("headers.decision", "must differ from headers.scores"));
+        }
+        let rate = self.feature_log.sample_rate;
+        if !(0.0..=1.0).contains(&rate) {
+            return Err(ConfigError::new("feature_log.sample_rate", format!("{rate} is not between 0 and 1")));
+        }
+        if self.models.is_empty() {
+            return Err(ConfigError::new("models", "at least one model is required"));
+        }
+        for (i, m) in self.models.iter().enumerate() {
+            if !m.threshold.is_finite() {
+                return Err(ConfigError::new(format!("models[{i}].threshold"), "must be a finite number"));
+            }
+            if m.action != ActionKind::Block && (m.status.is_some() || m.body.is_some()) {
+                return Err(ConfigError::new(format!("models[{i}].status"), "status and body apply only to action \"block\""));
+            }
+            if let Some(s) = m.status {
+                if !(200..=599).contains(&s) {
+                    return Err(ConfigError::new(format!("models[{i}].status"), format!("{s} is not an HTTP status (200-599)")));
+                }
+            }
+        }
+        if let Some(t) = &self.text {
+            t.check()?;
+            if [&self.headers.scores, &self.headers.decision].contains(&&t.header) {
+                return Err(ConfigError::new("text.header", "must differ from the other edgescore headers"));
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn err(json: &str) -> String {
+        PluginConfig::parse(json.as_bytes()).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn errors_name_the_field() {
+        let ok = r#"{"hash_key":"0123456789abcdef","models":[{"artifact":"","threshold":0.5}]}"#;
+        assert!(PluginConfig::parse(ok.as_bytes()).is_ok());
+        assert!(err(r#"{"hash_key":"0123456789abcdef","modes":"x","models":[]}"#).starts_with("modes: unknown field"));
+        assert!(err(r#"{"hash_key":"short","models":[]}"#).starts_with("hash_key:"));
+        assert!(err(r#"{"hash_key":"0123456789abcdef","models":[{"artifact":"","threshold":"x"}]}"#).starts_with("models[0].threshold:"));
+        assert!(err(r#"{"hash_key":"0123456789abcdef","models":[{"artifact":"","threshold":1,"action":"tag","status":403}]}"#)
+            .starts_with("models[0].status:"));
+        assert!(err(r#"{"hash_key":"0123456789abcdef","mode":"loud","models":[]}"#).starts_with("mode: unknown variant"));
+        assert!(err(r#"{"hash_key":"0123456789abcdef","headers":{"scores":"X-Up"},"models":[]}"#).starts_with("headers.scores:"));
+        assert!(err(r#"{"hash_key":"0123456789abcdef","feature_log":{"sample_rate":2},"models":[]}"#).starts_with("feature_log.sample_rate:"));
+        assert!(err("[").starts_with("configuration:"));
+    }
+}

@@ -1,0 +1,278 @@
+//! The evaluator: walks a validated [`TreeEnsemble`] for one row, in place, without allocating.
+//!
+//! Trees are walked in groups of [`LANES`] in lockstep: each step advances every tree of the
+//! group by one level, branch-free (the child index is `left + went_no`), so the CPU overlaps
+//! the node loads of independent trees instead of waiting on one dependent chain and
+//! mispredicting its branches. A tree that reaches its leaf early stays there (see
+//! `layout::Node`).
+
+use crate::artifact::layout::{node, CatSplit, FeatureSpec, Meta, Node, TreeSpec, ZERO_THRESHOLD};
+use crate::artifact::layout::{aggregate, flags, link, STRINGS_FIXED};
+use crate::artifact::{Link, SourceFormat, Task};
+
+mod validate;
+pub use validate::Model;
+
+/// Why a row could not be scored. Carries only numbers: building it must not allocate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum ScoreError {
+    #[error("feature vector has {got} values, the model needs {need}")]
+    Features { got: usize, need: usize },
+    #[error("output buffer has {got} slots, the model writes {need}")]
+    Outputs { got: usize, need: usize },
+    #[error("no model at index {0}")]
+    NoSuchModel(usize),
+}
+
+
+/// Trees walked together; 8 measured best on x86_64 (see `benches/README.md`).
+pub const LANES: usize = 8;
+
+/// A validated model, borrowing the artifact bytes. Built by [`TreeEnsemble::from_bytes`].
+#[derive(Clone, Copy)]
+pub struct TreeEnsemble<'a> {
+    pub(crate) meta: Meta,
+    pub(crate) flags: u32,
+    pub(crate) checksum: u64,
+    pub(crate) len: usize,
+    pub(crate) strings: &'a [u8],
+    pub(crate) features: &'a [FeatureSpec],
+    pub(crate) base: &'a [f64],
+    pub(crate) trees: &'a [TreeSpec],
+    pub(crate) nodes: &'a [Node],
+    pub(crate) leaves: &'a [f64],
+    pub(crate) cat_splits: &'a [CatSplit],
+    pub(crate) cat_words: &'a [u32],
+}
+
+impl<'a> TreeEnsemble<'a> {
+    pub fn n_features(&self) -> usize {
+        self.meta.n_features as usize
+    }
+    pub fn n_outputs(&self) -> usize {
+        self.meta.n_outputs as usize
+    }
+    pub fn meta(&self) -> &Meta {
+        &self.meta
+    }
+    pub fn header_flags(&self) -> u32 {
+        self.flags
+    }
+    pub fn checksum(&self) -> u64 {
+        self.checksum
+    }
+    pub fn size_bytes(&self) -> usize {
+        self.len
+    }
+    pub fn trees(&self) -> &'a [TreeSpec] {
+        self.trees
+    }
+    pub fn nodes(&self) -> &'a [Node] {
+        self.nodes
+    }
+    pub fn features(&self) -> &'a [FeatureSpec] {
+        self.features
+    }
+    pub fn base_score(&self) -> &'a [f64] {
+        self.base
+    }
+    pub fn cat_splits(&self) -> &'a [CatSplit] {
+        self.cat_splits
+    }
+    pub fn task(&self) -> Task {
+        match self.meta.task {
+            1 => Task::Regression,
+            2 => Task::BinaryClassification,
+            _ => Task::MulticlassClassification,
+        }
+    }
+    pub fn source(&self) -> SourceFormat {
+        match self.meta.source {
+            1 => SourceFormat::XGBoost,
+            2 => SourceFormat::LightGBM,
+            3 => SourceFormat::CatBoost,
+            _ => SourceFormat::Onnx,
+        }
+    }
+
+    /// Entry `i` of the string table (validated UTF-8 at load).
+    fn string(&self, i: usize) -> &'a str {
+        let s = self.strings;
+        let word = |k: usize| u32::from_le_bytes([s[4 * k], s[4 * k + 1], s[4 * k + 2], s[4 * k + 3]]) as usize;
+        let count = word(0);
+        let data = &s[4 + 4 * count..];
+        let start = if i == 0 { 0 } else { word(i) };
+        core::str::from_utf8(&data[start..word(i + 1)]).unwrap_or("")
+    }
+    pub fn name(&self) -> &'a str {
+        self.string(0)
+    }
+    pub fn version(&self) -> &'a str {
+        self.string(1)
+    }
+    pub fn objective(&self) -> &'a str {
+        self.string(2)
+    }
+    pub fn feature_name(&self, i: usize) -> &'a str {
+        self.string(STRINGS_FIXED + i)
+    }
+
+    /// Scores one row: `out[..n_outputs]` receives the model's outputs (probabilities for
+    /// classifiers, values for regressors). NaN in `features` is a missing value.
+    pub fn score(&self, features: &[f32], out: &mut [f32]) -> Result<(), ScoreError> {
+        self.with_outputs(features, out.len(), true, |i, v| out[i] = v as f32)
+    }
+
+    /// As [`score`](Self::score), in f64 (the evaluator accumulates in f64 throughout).
+    pub fn score_f64(&self, features: &[f32], out: &mut [f64]) -> Result<(), ScoreError> {
+        self.with_outputs(features, out.len(), true, |i, v| out[i] = v)
+    }
+
+    /// The margins before the link function (XGBoost `output_margin`, LightGBM `raw_score`).
+    pub fn margins(&self, features: &[f32], out: &mut [f64]) -> Result<(), ScoreError> {
+        self.with_outputs(features, out.len(), false, |i, v| out[i] = v)
+    }
+
+    #[inline]
+    fn with_outputs(&self, features: &[f32], out_len: usize, apply_link: bool, mut put: impl FnMut(usize, f64)) -> Result<(), ScoreError> {
+        let n_out = self.n_outputs();
+        if features.len() < self.n_features() {
+            return Err(ScoreError::Features { got: features.len(), need: self.n_features() });
+        }
+        if out_len < n_out {
+            return Err(ScoreError::Outputs { got: out_len, need: n_out });
+        }
+        // Small models keep their accumulators in a few registers' worth of stack; zeroing the
+        // full MAX_OUTPUTS array on every call would cost more than a shallow tree.
+        let mut small = [0f64; 4];
+        let mut large;
+        let acc = if n_out <= small.len() {
+            &mut small[..n_out]
+        } else {
+            large = [0f64; crate::MAX_OUTPUTS];
+            &mut large[..n_out]
+        };
+        self.accumulate(features, acc);
+        let divisor = if self.meta.aggregate == aggregate::AVERAGE { self.meta.aggregate_divisor } else { 1.0 };
+        for (a, b) in acc.iter_mut().zip(self.base) {
+            // Division only when averaging: `x / 1.0` is exact, but skip it to keep sums bitwise.
+            *a = if divisor == 1.0 { *a + b } else { *a / divisor + b };
+        }
+        if apply_link {
+            let link = match self.meta.link {
+                link::SIGMOID => Link::Sigmoid { scale: self.meta.link_param },
+                link::SOFTMAX => Link::Softmax,
+                link::EXP => Link::Exp,
+                _ => Link::Identity,
+            };
+            link.apply(acc);
+        }
+        for (i, v) in acc.iter().enumerate() {
+            put(i, *v);
+        }
+        Ok(())
+    }
+
+    /// Adds every tree's leaf value to `acc[tree.output]`.
+    #[inline]
+    fn accumulate(&self, x: &[f32], acc: &mut [f64]) {
+        // Most rows have no missing value: check once per row, not once per node.
+        let nan = x[..self.n_features()].iter().any(|v| v.is_nan());
+        match (self.flags, nan) {
+            (0, false) => self.walk::<false, false, false>(x, acc),
+            (0, true) => self.walk::<false, false, true>(x, acc),
+            (flags::HAS_CATEGORICAL, false) => self.walk::<true, false, false>(x, acc),
+            (flags::HAS_CATEGORICAL, true) => self.walk::<true, false, true>(x, acc),
+            (flags::HAS_RARE_TESTS, false) => self.walk::<false, true, false>(x, acc),
+            (flags::HAS_RARE_TESTS, true) => self.walk::<false, true, true>(x, acc),
+            (_, false) => self.walk::<true, true, false>(x, acc),
+            (_, true) => self.walk::<true, true, true>(x, acc),
+        }
+    }
+
+    fn walk<const CAT: bool, const RARE: bool, const NAN: bool>(&self, x: &[f32], acc: &mut [f64]) {
+        let mut groups = self.trees.chunks_exact(LANES);
+        for group in &mut groups {
+            let mut at = [0u32; LANES];
+            let mut steps = 0;
+            for k in 0..LANES {
+                at[k] = group[k].root;
+                steps = steps.max(group[k].depth);
+            }
+            for _ in 0..steps {
+                for a in at.iter_mut() {
+                    *a = self.step::<CAT, RARE, NAN>(*a, x);
+                }
+            }
+            for k in 0..LANES {
+                acc[group[k].output as usize] += self.leaf_value(at[k]);
+            }
+        }
+        for tree in groups.remainder() {
+            let mut at = tree.root;
+            for _ in 0..tree.depth {
+                at = self.step::<CAT, RARE, NAN>(at, x);
+            }
+            acc[tree.output as usize] += self.leaf_value(at);
+        }
+    }
+
+    #[inline(always)]
+    fn leaf_value(&self, at: u32) -> f64 {
+        // SAFETY: validation guarantees that after `depth` steps from a root the index is a leaf
+        // of that tree, and that every leaf's payload indexes LEAVES.
+        unsafe {
+            let payload = self.nodes.get_unchecked(at as usize).payload;
+            *self.leaves.get_unchecked((payload & node::LEAF_INDEX_MASK) as usize)
+        }
+    }
+
+    /// One level down. Leaves need no test here: their threshold is NaN, so `v < t` is false
+    /// and `left + 1` is the leaf itself (see `layout::Node`).
+    #[inline(always)]
+    fn step<const CAT: bool, const RARE: bool, const NAN: bool>(&self, at: u32, x: &[f32]) -> u32 {
+        // SAFETY: `at` is a node index of a validated tree (roots and children are checked to
+        // lie inside their tree); the feature index is < n_features <= x.len() (checked in
+        // `with_outputs`).
+        let n = unsafe { *self.nodes.get_unchecked(at as usize) };
+        let v = unsafe { *x.get_unchecked(n.feature as usize) };
+        let op = n.flags & node::OP_MASK;
+        let yes = if (CAT || RARE) && op != node::OP_LT {
+            self.rare_test(op, n.payload, v, n.flags & node::MISSING_YES != 0)
+        } else {
+            v < f32::from_bits(n.payload)
+        };
+        // A leaf's MISSING_YES is clear, so a NaN feature keeps it in place too.
+        let yes = if NAN && v.is_nan() { n.flags & node::MISSING_YES != 0 } else { yes };
+        n.left.wrapping_add((!yes) as u32)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn rare_test(&self, op: u16, payload: u32, v: f32, missing_yes: bool) -> bool {
+        match op {
+            node::OP_IN_SET => {
+                // SAFETY: IN_SET payloads index CAT_SPLITS and each bitset lies in CAT_WORDS.
+                let split = unsafe { self.cat_splits.get_unchecked(payload as usize) };
+                if v <= split.invalid_at_or_below {
+                    return false;
+                }
+                // Saturating cast: huge values land past every bitset, i.e. not in the set.
+                let c = v as u32;
+                let word = (c / 32) as usize;
+                word < split.n_words as usize
+                    && unsafe { *self.cat_words.get_unchecked(split.word_offset as usize + word) } >> (c % 32) & 1 == 1
+            }
+            node::OP_EQ => v == f32::from_bits(payload),
+            node::OP_NE => v != f32::from_bits(payload),
+            node::OP_LT_ZERO_MISSING => {
+                if (-ZERO_THRESHOLD..=ZERO_THRESHOLD).contains(&v) {
+                    missing_yes
+                } else {
+                    v < f32::from_bits(payload)
+                }
+            }
+            _ => false,
+        }
+    }
+}

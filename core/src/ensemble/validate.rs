@@ -1,0 +1,379 @@
+//! Bytes → [`TreeEnsemble`]: every check that makes evaluation safe, done once at load.
+//! After this the evaluator indexes without bounds checks, so each invariant it relies on is
+//! enforced here (the list is in `docs/artifact-format.md`).
+
+use super::TreeEnsemble;
+use crate::artifact::layout::*;
+use crate::artifact::{checksum, ArtifactError as E};
+use bytemuck::{pod_read_unaligned, Pod};
+
+/// An owned, validated artifact: an 8-byte-aligned copy of the bytes (buffers handed over by a
+/// host or read from disk are `Vec<u8>`, aligned to 1) plus where its sections are, so that
+/// [`Model::ensemble`] is a few slice operations, not a second validation. A clone is a copy
+/// of bytes already validated: it is not validated again.
+#[derive(Clone)]
+pub struct Model {
+    words: Vec<u64>,
+    len: usize,
+    parts: Parts,
+}
+
+/// What validation learned: section ranges and the header facts the evaluator needs.
+#[derive(Clone)]
+pub(crate) struct Parts {
+    meta: Meta,
+    flags: u32,
+    checksum: u64,
+    ranges: [core::ops::Range<usize>; 9],
+}
+
+impl Model {
+    /// Copies and validates `bytes`.
+    pub fn load(bytes: &[u8]) -> Result<Model, E> {
+        let mut words = vec![0u64; bytes.len().div_ceil(8)];
+        bytemuck::cast_slice_mut::<u64, u8>(&mut words)[..bytes.len()].copy_from_slice(bytes);
+        let len = bytes.len();
+        let parts = validate(&bytemuck::cast_slice::<u64, u8>(&words)[..len])?;
+        Ok(Model { words, len, parts })
+    }
+
+    pub fn as_bytes(&self) -> &[u8] {
+        &bytemuck::cast_slice::<u64, u8>(&self.words)[..self.len]
+    }
+
+    /// The evaluator's view of the bytes.
+    pub fn ensemble(&self) -> TreeEnsemble<'_> {
+        view(self.as_bytes(), &self.parts)
+    }
+}
+
+/// Slices validated bytes into the evaluator's view. Only called with `parts` that `validate`
+/// returned for these very bytes, so every cast lines up.
+fn view<'a>(bytes: &'a [u8], p: &Parts) -> TreeEnsemble<'a> {
+    let r = |k: usize| &bytes[p.ranges[k].clone()];
+    TreeEnsemble {
+        meta: p.meta,
+        flags: p.flags,
+        checksum: p.checksum,
+        len: bytes.len(),
+        strings: r(1),
+        features: bytemuck::cast_slice(r(2)),
+        base: bytemuck::cast_slice(r(3)),
+        trees: bytemuck::cast_slice(r(4)),
+        nodes: bytemuck::cast_slice(r(5)),
+        leaves: bytemuck::cast_slice(r(6)),
+        cat_splits: bytemuck::cast_slice(r(7)),
+        cat_words: bytemuck::cast_slice(r(8)),
+    }
+}
+
+fn section<'a, T: Pod>(bytes: &'a [u8], e: &SectionEntry, kind: SectionKind, count: u64) -> Result<&'a [T], E> {
+    let size = core::mem::size_of::<T>() as u64;
+    let expected = count.checked_mul(size).ok_or(E::SectionLength { section: kind.name(), len: e.len, expected: u64::MAX })?;
+    if e.len != expected {
+        return Err(E::SectionLength { section: kind.name(), len: e.len, expected });
+    }
+    let raw = &bytes[e.offset as usize..(e.offset + e.len) as usize];
+    // Offsets are 16-aligned and the buffer 8-aligned, so this cast cannot fail for types of
+    // alignment <= 8; map the impossible case to an error rather than a panic anyway.
+    bytemuck::try_cast_slice(raw).map_err(|_| E::Misaligned)
+}
+
+impl<'a> TreeEnsemble<'a> {
+    /// Validates `bytes` (which must be 8-byte aligned: see [`Model`]) and returns a view
+    /// that reads them in place.
+    pub fn from_bytes(bytes: &'a [u8]) -> Result<TreeEnsemble<'a>, E> {
+        let parts = validate(bytes)?;
+        Ok(view(bytes, &parts))
+    }
+}
+
+fn validate(bytes: &[u8]) -> Result<Parts, E> {
+    {
+        if cfg!(target_endian = "big") {
+            return Err(E::BigEndianHost);
+        }
+        if bytes.len() < HEADER_LEN {
+            return Err(E::TooShort { len: bytes.len(), need: HEADER_LEN });
+        }
+        let header: Header = pod_read_unaligned(&bytes[..HEADER_LEN]);
+        if header.magic != MAGIC {
+            return Err(E::BadMagic);
+        }
+        if header.format_version != FORMAT_VERSION {
+            return Err(E::UnsupportedVersion { found: header.format_version, supported: FORMAT_VERSION });
+        }
+        if header.file_len != bytes.len() as u64 {
+            return Err(E::LengthMismatch { declared: header.file_len, actual: bytes.len() });
+        }
+        let computed = checksum(bytes);
+        if computed != header.checksum {
+            return Err(E::ChecksumMismatch { stored: header.checksum, computed });
+        }
+        if !(bytes.as_ptr() as usize).is_multiple_of(8) {
+            return Err(E::Misaligned);
+        }
+        if header.flags & !flags::ALL != 0 {
+            return Err(E::UnknownFlags(header.flags & !flags::ALL));
+        }
+        if header.reserved != [0; 7] {
+            return Err(E::ReservedNotZero("header.reserved"));
+        }
+        let entries = section_table(bytes, &header)?;
+        let meta: Meta = {
+            let e = &entries[0];
+            if e.len != core::mem::size_of::<Meta>() as u64 {
+                return Err(E::SectionLength { section: "META", len: e.len, expected: core::mem::size_of::<Meta>() as u64 });
+            }
+            pod_read_unaligned(&bytes[e.offset as usize..(e.offset + e.len) as usize])
+        };
+        check_meta(&meta)?;
+        let strings = &bytes[entries[1].offset as usize..(entries[1].offset + entries[1].len) as usize];
+        check_strings(strings, meta.n_features)?;
+        let features: &[FeatureSpec] = section(bytes, &entries[2], SectionKind::Features, meta.n_features as u64)?;
+        let base: &[f64] = section(bytes, &entries[3], SectionKind::Base, meta.n_outputs as u64)?;
+        let trees: &[TreeSpec] = section(bytes, &entries[4], SectionKind::Trees, meta.n_trees as u64)?;
+        let nodes: &[Node] = section(bytes, &entries[5], SectionKind::Nodes, meta.n_nodes as u64)?;
+        let leaves: &[f64] = section(bytes, &entries[6], SectionKind::Leaves, meta.n_leaves as u64)?;
+        let cat_splits: &[CatSplit] = section(bytes, &entries[7], SectionKind::CatSplits, meta.n_cat_splits as u64)?;
+        let cat_words: &[u32] = section(bytes, &entries[8], SectionKind::CatWords, meta.n_cat_words as u64)?;
+
+        for (i, f) in features.iter().enumerate() {
+            let ok = match f.kind {
+                FEATURE_NUMERIC => f.buckets == 0,
+                FEATURE_CATEGORICAL => f.buckets >= 1,
+                _ => return Err(E::Feature { feature: i, reason: "unknown feature kind" }),
+            };
+            if !ok {
+                return Err(E::Feature { feature: i, reason: "bucket count does not fit the feature kind" });
+            }
+        }
+        if let Some(i) = base.iter().position(|v| !v.is_finite()) {
+            return Err(E::NotFinite { what: "base score", index: i });
+        }
+        if let Some(i) = leaves.iter().position(|v| !v.is_finite()) {
+            return Err(E::NotFinite { what: "leaf value", index: i });
+        }
+        for (i, c) in cat_splits.iter().enumerate() {
+            if c.reserved != 0 {
+                return Err(E::ReservedNotZero("cat_split.reserved"));
+            }
+            if c.word_offset as u64 + c.n_words as u64 > cat_words.len() as u64 {
+                return Err(E::CatSplit { split: i, reason: "bitset extends past CAT_WORDS" });
+            }
+            if c.invalid_at_or_below.is_nan() {
+                return Err(E::CatSplit { split: i, reason: "NaN lower bound" });
+            }
+        }
+        let used = check_trees(&meta, trees, nodes)?;
+        if used != header.flags {
+            return Err(E::FlagsMismatch { declared: header.flags, used });
+        }
+        let _ = strings;
+        Ok(Parts { meta, flags: header.flags, checksum: header.checksum, ranges: entries.map(|e| e.offset as usize..(e.offset + e.len) as usize) })
+    }
+}
+
+fn section_table(bytes: &[u8], header: &Header) -> Result<[SectionEntry; 9], E> {
+    if header.section_count as usize != SECTION_KINDS.len() {
+        return Err(E::SectionTable("wrong number of sections"));
+    }
+    let entry_len = core::mem::size_of::<SectionEntry>();
+    let table_end = HEADER_LEN + SECTION_KINDS.len() * entry_len;
+    if bytes.len() < table_end {
+        return Err(E::SectionTable("truncated"));
+    }
+    let mut entries = [SectionEntry { kind: 0, reserved: 0, offset: 0, len: 0 }; 9];
+    let mut previous_end = table_end as u64;
+    for (i, kind) in SECTION_KINDS.iter().enumerate() {
+        let at = HEADER_LEN + i * entry_len;
+        let e: SectionEntry = pod_read_unaligned(&bytes[at..at + entry_len]);
+        if e.kind != *kind as u32 {
+            return Err(E::SectionTable("sections out of order or of unknown kind"));
+        }
+        if e.reserved != 0 {
+            return Err(E::ReservedNotZero("section.reserved"));
+        }
+        if !e.offset.is_multiple_of(SECTION_ALIGN as u64) {
+            return Err(E::SectionTable("section offset not 16-byte aligned"));
+        }
+        if e.offset < previous_end {
+            return Err(E::SectionTable("sections overlap"));
+        }
+        let end = e.offset.checked_add(e.len).ok_or(E::SectionTable("section length overflows"))?;
+        if end > bytes.len() as u64 {
+            return Err(E::SectionTable("section extends past the end of the file (truncated?)"));
+        }
+        previous_end = end;
+        entries[i] = e;
+    }
+    Ok(entries)
+}
+
+fn check_meta(m: &Meta) -> Result<(), E> {
+    if !(1..=3).contains(&m.task) {
+        return Err(E::Meta("unknown task"));
+    }
+    if !(1..=4).contains(&m.source) {
+        return Err(E::Meta("unknown source format"));
+    }
+    if m.link > link::EXP {
+        return Err(E::Meta("unknown link function"));
+    }
+    if m.aggregate > aggregate::AVERAGE {
+        return Err(E::Meta("unknown aggregation"));
+    }
+    if !m.link_param.is_finite() {
+        return Err(E::Meta("link parameter is not finite"));
+    }
+    if !(m.aggregate_divisor.is_finite() && m.aggregate_divisor > 0.0) {
+        return Err(E::Meta("averaging divisor is not a positive finite number"));
+    }
+    if m.n_features == 0 || m.n_features > MAX_FEATURES {
+        return Err(E::Meta("feature count out of range"));
+    }
+    if m.n_outputs == 0 || m.n_outputs as usize > crate::MAX_OUTPUTS {
+        return Err(E::Meta("output count out of range"));
+    }
+    if m.n_nodes > u32::MAX / 2 {
+        return Err(E::Meta("too many nodes"));
+    }
+    if m.n_leaves > MAX_LEAVES {
+        return Err(E::Meta("too many leaves"));
+    }
+    Ok(())
+}
+
+fn check_strings(s: &[u8], n_features: u32) -> Result<(), E> {
+    if s.len() < 4 {
+        return Err(E::Strings("truncated"));
+    }
+    let count = u32::from_le_bytes([s[0], s[1], s[2], s[3]]) as u64;
+    if count != STRINGS_FIXED as u64 + n_features as u64 {
+        return Err(E::Strings("entry count does not match the feature count"));
+    }
+    let data_start = 4 + 4 * count;
+    if data_start > s.len() as u64 {
+        return Err(E::Strings("truncated offsets"));
+    }
+    let data = &s[data_start as usize..];
+    let mut start = 0usize;
+    for i in 0..count as usize {
+        let end = u32::from_le_bytes(s[4 + 4 * i..8 + 4 * i].try_into().unwrap_or([0; 4])) as usize;
+        if end < start || end > data.len() {
+            return Err(E::Strings("offsets out of order or out of range"));
+        }
+        if core::str::from_utf8(&data[start..end]).is_err() {
+            return Err(E::Strings("not UTF-8"));
+        }
+        start = end;
+    }
+    if start != data.len() {
+        return Err(E::Strings("trailing bytes"));
+    }
+    Ok(())
+}
+
+/// Checks every tree and node; returns the header flags the node tests require.
+fn check_trees(meta: &Meta, trees: &[TreeSpec], nodes: &[Node]) -> Result<u32, E> {
+    let mut used = 0u32;
+    let mut next_root = 0u32;
+    let mut next_leaf = 0u64;
+    let mut max_depth = 0u32;
+    // Per-node depth and parent count; reused across trees (allocation happens at load only).
+    let mut depth: Vec<u32> = Vec::new();
+    let mut parents: Vec<u8> = Vec::new();
+    for (t, spec) in trees.iter().enumerate() {
+        let tree_err = |reason| E::Tree { tree: t, reason };
+        if spec.root != next_root {
+            return Err(tree_err("node range does not start where the previous tree ended"));
+        }
+        if spec.end <= spec.root || spec.end > meta.n_nodes {
+            return Err(tree_err("node range out of bounds"));
+        }
+        if spec.output >= meta.n_outputs {
+            return Err(tree_err("output index out of range"));
+        }
+        if spec.depth > MAX_DEPTH {
+            return Err(tree_err("too deep"));
+        }
+        next_root = spec.end;
+        let n = (spec.end - spec.root) as usize;
+        depth.clear();
+        depth.resize(n, 0);
+        parents.clear();
+        parents.resize(n, 0);
+        let mut tree_depth = 0u32;
+        for local in 0..n {
+            let i = spec.root as usize + local;
+            let node_err = |reason| E::Node { tree: t, node: i, reason };
+            let nd = nodes[i];
+            if local > 0 && parents[local] != 1 {
+                return Err(node_err("not reachable from the root"));
+            }
+            if nd.flags & node::LEAF != 0 {
+                if nd.left != (i as u32).wrapping_sub(1) {
+                    return Err(node_err("leaf does not point to itself"));
+                }
+                if nd.flags != node::LEAF || nd.feature != 0 {
+                    return Err(node_err("leaf carries feature or flag bits"));
+                }
+                if nd.payload & !node::LEAF_INDEX_MASK != node::LEAF_NAN {
+                    return Err(node_err("leaf payload is not a leaf NaN"));
+                }
+                if (nd.payload & node::LEAF_INDEX_MASK) as u64 != next_leaf {
+                    return Err(node_err("leaf index out of sequence (leaf count mismatch)"));
+                }
+                next_leaf += 1;
+                tree_depth = tree_depth.max(depth[local]);
+                continue;
+            }
+            if nd.flags & node::RESERVED != 0 {
+                return Err(node_err("reserved flag bits set"));
+            }
+            if nd.feature as u32 >= meta.n_features {
+                return Err(node_err("feature index out of range"));
+            }
+            let left = nd.left as u64;
+            if left <= i as u64 {
+                return Err(node_err("child index not greater than the node's (cycle)"));
+            }
+            if left + 1 >= spec.end as u64 {
+                return Err(node_err("child index out of range"));
+            }
+            match nd.flags & node::OP_MASK {
+                node::OP_LT => {}
+                node::OP_IN_SET => {
+                    used |= flags::HAS_CATEGORICAL;
+                    if nd.payload >= meta.n_cat_splits {
+                        return Err(node_err("categorical split index out of range"));
+                    }
+                }
+                node::OP_EQ | node::OP_NE | node::OP_LT_ZERO_MISSING => used |= flags::HAS_RARE_TESTS,
+                _ => return Err(node_err("unknown test")),
+            }
+            if nd.flags & node::OP_MASK != node::OP_IN_SET && f32::from_bits(nd.payload).is_nan() {
+                return Err(node_err("NaN threshold"));
+            }
+            let l = left as usize - spec.root as usize;
+            for c in [l, l + 1] {
+                parents[c] = parents[c].saturating_add(1);
+                depth[c] = depth[local] + 1;
+            }
+        }
+        if tree_depth != spec.depth {
+            return Err(tree_err("declared depth does not match the tree"));
+        }
+        max_depth = max_depth.max(tree_depth);
+    }
+    if next_root != meta.n_nodes {
+        return Err(E::Meta("nodes not covered by any tree"));
+    }
+    if next_leaf != meta.n_leaves as u64 {
+        return Err(E::LeafCount { declared: meta.n_leaves, found: next_leaf });
+    }
+    if max_depth != meta.max_depth {
+        return Err(E::Meta("max depth does not match the trees"));
+    }
+    Ok(used)
+}

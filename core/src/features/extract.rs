@@ -1,0 +1,383 @@
+//! One pass over the request computes every feature the configured models use. The plan is
+//! built at configuration time; per request, extraction writes into preallocated
+//! [`FeatureValues`] and allocates nothing.
+
+use super::hash::HashKey;
+use super::{ua, Feature, Kind};
+use crate::request::Request;
+use core::net::{Ipv4Addr, Ipv6Addr};
+
+/// Which connection properties the plan reads (each is a host call per request, so the glue
+/// fetches only these).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Properties {
+    pub protocol: bool,
+    pub tls_version: bool,
+    pub sni: bool,
+    pub source_address: bool,
+}
+
+impl Properties {
+    /// Per property, in [`crate::request::Property::ALL`] order: is it wanted.
+    pub fn wanted(&self) -> [bool; 4] {
+        [self.protocol, self.tls_version, self.sni, self.source_address]
+    }
+
+    /// How many properties are wanted.
+    pub fn count(&self) -> usize {
+        self.wanted().iter().filter(|&&w| w).count()
+    }
+}
+
+/// The distinct features to compute, in a fixed order, and what the header pass must watch.
+#[derive(Debug, Clone, Default)]
+pub struct FeaturePlan {
+    features: Vec<Feature>,
+    /// Distinct header names read by parameterised features.
+    watched: Vec<Vec<u8>>,
+    /// Per feature: its index in `watched`.
+    watch_index: Vec<usize>,
+    properties: Properties,
+}
+
+/// One request's features, indexed like the plan: a number for numeric features, a keyed hash
+/// (or missing) for categorical ones.
+#[derive(Debug, Clone, Default)]
+pub struct FeatureValues {
+    pub numeric: Vec<f32>,
+    pub hash: Vec<Option<u64>>,
+    watch: Vec<Watched>,
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+struct Watched {
+    occurrences: u32,
+    bytes: u64,
+    first_hash: Option<u64>,
+}
+
+impl FeaturePlan {
+    /// Adds `feature` (once) and returns its index.
+    pub fn add(&mut self, feature: Feature) -> usize {
+        if let Some(i) = self.features.iter().position(|f| *f == feature) {
+            return i;
+        }
+        let watch = match feature.header() {
+            Some(h) => match self.watched.iter().position(|w| w == h) {
+                Some(w) => w,
+                None => {
+                    self.watched.push(h.to_vec());
+                    self.watched.len() - 1
+                }
+            },
+            None => usize::MAX,
+        };
+        match feature {
+            Feature::HttpProtocol => self.properties.protocol = true,
+            Feature::TlsVersion => self.properties.tls_version = true,
+            Feature::SniPresent => self.properties.sni = true,
+            Feature::SourcePrefix => self.properties.source_address = true,
+            _ => {}
+        }
+        self.features.push(feature);
+        self.watch_index.push(watch);
+        self.features.len() - 1
+    }
+
+    pub fn features(&self) -> &[Feature] {
+        &self.features
+    }
+
+    pub fn properties(&self) -> Properties {
+        self.properties
+    }
+
+    /// Scratch sized for this plan; reuse it for every request.
+    pub fn values(&self) -> FeatureValues {
+        FeatureValues {
+            numeric: vec![f32::NAN; self.features.len()],
+            hash: vec![None; self.features.len()],
+            watch: vec![Watched::default(); self.watched.len()],
+        }
+    }
+
+    /// Computes every planned feature of `req` into `out` (made by [`FeaturePlan::values`]).
+    pub fn extract(&self, req: &Request<'_>, key: &HashKey, out: &mut FeatureValues) {
+        let mut pass = HeaderPass::default();
+        let wants_order = self.features.contains(&Feature::HeaderOrder);
+        let mut order = wants_order.then(|| key.hasher());
+        for w in out.watch.iter_mut() {
+            *w = Watched::default();
+        }
+        for (name, value) in req.headers.iter() {
+            if name.first() == Some(&b':') {
+                match name {
+                    b":method" => pass.method = Some(value),
+                    b":path" => pass.path = Some(value),
+                    b":authority" => pass.authority = Some(value),
+                    _ => {}
+                }
+                continue;
+            }
+            pass.header_count += 1;
+            pass.header_bytes += (name.len() + value.len()) as u64;
+            if let Some(h) = order.as_mut() {
+                h.update(name);
+                h.update(b"\n");
+            }
+            match name {
+                b"user-agent" if pass.user_agent.is_none() => pass.user_agent = Some(value),
+                b"cookie" => {
+                    pass.cookie_count += count_items(value, b';');
+                    pass.cookie_bytes += value.len() as u64;
+                }
+                b"accept-language" => pass.accept_language += count_items(value, b','),
+                b"content-length" if pass.content_length.is_none() => pass.content_length = Some(value),
+                b"host" if pass.authority.is_none() => pass.authority = Some(value),
+                _ => {}
+            }
+            for (w, watched) in out.watch.iter_mut().zip(&self.watched) {
+                if name == watched.as_slice() {
+                    w.occurrences += 1;
+                    w.bytes += value.len() as u64;
+                    if w.first_hash.is_none() {
+                        w.first_hash = Some(key.hash(value));
+                    }
+                }
+            }
+        }
+        let (path, query) = match pass.path {
+            Some(p) => match p.iter().position(|&b| b == b'?') {
+                Some(q) => (Some(&p[..q]), Some(&p[q + 1..])),
+                None => (Some(p), None),
+            },
+            None => (None, None),
+        };
+        for (i, feature) in self.features.iter().enumerate() {
+            let watched = out.watch.get(self.watch_index[i]).copied().unwrap_or_default();
+            let number = |v: Option<f32>| v.unwrap_or(f32::NAN);
+            let value: f32 = match feature {
+                Feature::HeaderCount => pass.header_count as f32,
+                Feature::HeaderBytes => pass.header_bytes as f32,
+                Feature::PathLength => number(path.map(|p| p.len() as f32)),
+                Feature::PathDepth => number(path.map(|p| p.split(|&b| b == b'/').filter(|s| !s.is_empty()).count() as f32)),
+                Feature::QueryLength => number(pass.path.map(|_| query.map_or(0, |q| q.len()) as f32)),
+                Feature::QueryParamCount => number(pass.path.map(|_| query.map_or(0, |q| count_items(q, b'&')) as f32)),
+                Feature::CookieCount => pass.cookie_count as f32,
+                Feature::CookieLength => pass.cookie_bytes as f32,
+                Feature::AcceptLanguageCount => pass.accept_language as f32,
+                Feature::ContentLength => number(pass.content_length.and_then(parse_decimal)),
+                Feature::UaLength => pass.user_agent.map_or(0.0, |u| u.len() as f32),
+                Feature::HttpProtocol => number(req.protocol.and_then(protocol_number)),
+                Feature::TlsVersion => number(tls_number(req.tls_version)),
+                Feature::SniPresent => req.sni.is_some_and(|s| !s.is_empty()) as u8 as f32,
+                Feature::HostIsIp => number(pass.authority.map(|a| host_is_ip(a) as u8 as f32)),
+                Feature::HeaderPresent(_) => (watched.occurrences > 0) as u8 as f32,
+                Feature::HeaderLength(_) => watched.bytes as f32,
+                Feature::HeaderOccurrences(_) => watched.occurrences as f32,
+                Feature::Method => {
+                    out.hash[i] = pass.method.map(|m| key.hash(m));
+                    continue;
+                }
+                Feature::UserAgent => {
+                    out.hash[i] = pass.user_agent.map(|u| key.hash(u));
+                    continue;
+                }
+                Feature::UaFamily => {
+                    out.hash[i] = pass.user_agent.map(|u| key.hash(ua::family(u)));
+                    continue;
+                }
+                Feature::PathPrefix => {
+                    out.hash[i] = path.map(|p| key.hash(path_prefix(p)));
+                    continue;
+                }
+                Feature::HeaderOrder => {
+                    out.hash[i] = order.as_ref().map(|h| h.digest());
+                    continue;
+                }
+                Feature::SourcePrefix => {
+                    out.hash[i] = req.source_address.and_then(|a| source_prefix(a, key));
+                    continue;
+                }
+                Feature::HeaderValue(_) => {
+                    out.hash[i] = watched.first_hash;
+                    continue;
+                }
+            };
+            debug_assert_eq!(feature.kind(), Kind::Numeric);
+            out.numeric[i] = value;
+        }
+    }
+}
+
+#[derive(Default)]
+struct HeaderPass<'a> {
+    method: Option<&'a [u8]>,
+    path: Option<&'a [u8]>,
+    authority: Option<&'a [u8]>,
+    user_agent: Option<&'a [u8]>,
+    content_length: Option<&'a [u8]>,
+    header_count: u32,
+    header_bytes: u64,
+    cookie_count: u32,
+    cookie_bytes: u64,
+    accept_language: u32,
+}
+
+/// Non-empty (after trimming spaces) items separated by `sep`.
+fn count_items(value: &[u8], sep: u8) -> u32 {
+    value.split(|&b| b == sep).filter(|s| s.iter().any(|&b| b != b' ' && b != b'\t')).count() as u32
+}
+
+fn parse_decimal(v: &[u8]) -> Option<f32> {
+    let v = v.trim_ascii();
+    if v.is_empty() || v.len() > 20 || !v.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    Some(v.iter().fold(0u64, |n, &d| n.saturating_mul(10).saturating_add((d - b'0') as u64)) as f32)
+}
+
+fn protocol_number(p: &[u8]) -> Option<f32> {
+    match p {
+        b"HTTP/1.0" => Some(1.0),
+        b"HTTP/1.1" => Some(1.1),
+        b"HTTP/2" | b"HTTP/2.0" => Some(2.0),
+        b"HTTP/3" | b"HTTP/3.0" => Some(3.0),
+        _ => None,
+    }
+}
+
+/// Envoy reports no value (or an empty one) for plaintext connections.
+fn tls_number(v: Option<&[u8]>) -> Option<f32> {
+    match v {
+        None | Some(b"") => Some(0.0),
+        Some(b"TLSv1") | Some(b"TLSv1.0") => Some(1.0),
+        Some(b"TLSv1.1") => Some(1.1),
+        Some(b"TLSv1.2") => Some(1.2),
+        Some(b"TLSv1.3") => Some(1.3),
+        Some(_) => None,
+    }
+}
+
+/// `/api/v1/x` → `/api`; `/` → `/`; `` → ``.
+fn path_prefix(path: &[u8]) -> &[u8] {
+    match path.iter().skip(1).position(|&b| b == b'/') {
+        Some(i) => &path[..i + 1],
+        None => path,
+    }
+}
+
+fn host_is_ip(authority: &[u8]) -> bool {
+    let Ok(a) = core::str::from_utf8(authority) else { return false };
+    if let Some(rest) = a.strip_prefix('[') {
+        return rest.split_once(']').is_some_and(|(ip, _)| ip.parse::<Ipv6Addr>().is_ok());
+    }
+    let host = a.rsplit_once(':').map_or(a, |(h, _)| h);
+    host.parse::<Ipv4Addr>().is_ok()
+}
+
+/// Hashes the /24 (IPv4) or /48 (IPv6) network of `ip:port` / `[ip]:port`.
+fn source_prefix(address: &[u8], key: &HashKey) -> Option<u64> {
+    let a = core::str::from_utf8(address).ok()?;
+    if let Some(rest) = a.strip_prefix('[') {
+        let ip: Ipv6Addr = rest.split_once(']')?.0.parse().ok()?;
+        if let Some(v4) = ip.to_ipv4_mapped() {
+            let o = v4.octets();
+            return Some(key.hash(&[4, o[0], o[1], o[2]]));
+        }
+        let o = ip.octets();
+        return Some(key.hash(&[6, o[0], o[1], o[2], o[3], o[4], o[5]]));
+    }
+    let host = a.rsplit_once(':').map_or(a, |(h, _)| h);
+    match host.parse::<Ipv4Addr>() {
+        Ok(v4) => {
+            let o = v4.octets();
+            Some(key.hash(&[4, o[0], o[1], o[2]]))
+        }
+        Err(_) => {
+            let ip: Ipv6Addr = host.parse().ok()?;
+            let o = ip.octets();
+            Some(key.hash(&[6, o[0], o[1], o[2], o[3], o[4], o[5]]))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::request::HeaderMap;
+
+    fn extract(names: &[&str], headers: &[(&str, &str)], setup: impl Fn(&mut Request)) -> (FeaturePlan, FeatureValues) {
+        let mut plan = FeaturePlan::default();
+        for n in names {
+            plan.add(Feature::parse(n).unwrap());
+        }
+        let buf = HeaderMap::encode(headers);
+        let mut req = Request::new(HeaderMap::parse(&buf).unwrap());
+        setup(&mut req);
+        let mut out = plan.values();
+        plan.extract(&req, &HashKey::new(b"0123456789abcdef"), &mut out);
+        (plan, out)
+    }
+
+    #[test]
+    fn request_shape() {
+        let names = [
+            "header_count", "path_length", "path_depth", "query_length", "query_param_count", "cookie_count",
+            "cookie_length", "accept_language_count", "content_length", "ua_length", "host_is_ip",
+            "header_present:x-a", "header_length:x-a", "header_occurrences:x-a", "header_present:x-b",
+        ];
+        let headers = [
+            (":method", "POST"), (":path", "/a//b/c?x=1&&y=2&"), (":authority", "10.0.0.1:8080"),
+            ("user-agent", "curl/8"), ("cookie", "a=1; b=2;"), ("cookie", "c=3"), ("accept-language", "en-US,en;q=0.9, "),
+            ("content-length", " 42 "), ("x-a", "12"), ("x-a", "345"),
+        ];
+        let (_, v) = extract(&names, &headers, |_| {});
+        assert_eq!(v.numeric, [7.0, 7.0, 3.0, 9.0, 2.0, 3.0, 12.0, 2.0, 42.0, 6.0, 1.0, 1.0, 5.0, 2.0, 0.0]);
+    }
+
+    #[test]
+    fn missing_values() {
+        let names = ["path_length", "query_length", "content_length", "host_is_ip", "http_protocol", "tls_version", "method", "user_agent"];
+        let (_, v) = extract(&names, &[("x", "y")], |_| {});
+        assert!(v.numeric[..5].iter().all(|x| x.is_nan()), "{:?}", v.numeric);
+        assert_eq!(v.numeric[5], 0.0, "no TLS property means plaintext");
+        assert_eq!(v.hash[6..], [None, None]);
+    }
+
+    #[test]
+    fn properties_and_hashes() {
+        let names = ["http_protocol", "tls_version", "sni_present", "source_prefix", "method", "path_prefix", "header_order"];
+        let hs = [(":method", "GET"), (":path", "/api/v1?q"), ("a", "1"), ("b", "2")];
+        let (plan, v) = extract(&names, &hs, |r| {
+            r.protocol = Some(b"HTTP/2");
+            r.tls_version = Some(b"TLSv1.3");
+            r.sni = Some(b"example.com");
+            r.source_address = Some(b"192.0.2.77:5555");
+        });
+        assert_eq!(plan.properties(), Properties { protocol: true, tls_version: true, sni: true, source_address: true });
+        assert_eq!(v.numeric[..3], [2.0, 1.3, 1.0]);
+        let key = HashKey::new(b"0123456789abcdef");
+        assert_eq!(v.hash[3], Some(key.hash(&[4, 192, 0, 2])));
+        assert_eq!(v.hash[4], Some(key.hash(b"GET")));
+        assert_eq!(v.hash[5], Some(key.hash(b"/api")));
+        assert_eq!(v.hash[6], Some(key.hash(b"a\nb\n")));
+        // Same /24, same bucket; the order of headers changes the order hash.
+        let (_, w) = extract(&names, &[(":method", "GET"), (":path", "/api"), ("b", "2"), ("a", "1")], |r| r.source_address = Some(b"192.0.2.1:1"));
+        assert_eq!(w.hash[3], v.hash[3]);
+        assert_ne!(w.hash[6], v.hash[6]);
+    }
+
+    #[test]
+    fn prefixes_and_addresses() {
+        assert_eq!(path_prefix(b"/api/v1"), b"/api");
+        assert_eq!(path_prefix(b"/"), b"/");
+        assert_eq!(path_prefix(b""), b"");
+        assert_eq!(path_prefix(b"/x"), b"/x");
+        let k = HashKey::new(b"0123456789abcdef");
+        assert_eq!(source_prefix(b"[2001:db8:1:2::5]:443", &k), source_prefix(b"[2001:db8:1:ffff::]:1", &k));
+        assert_eq!(source_prefix(b"[::ffff:192.0.2.9]:1", &k), source_prefix(b"192.0.2.1:2", &k));
+        assert_eq!(source_prefix(b"\xff\xfe", &k), None);
+        assert!(host_is_ip(b"[::1]:80") && host_is_ip(b"1.2.3.4") && !host_is_ip(b"example.com:443"));
+    }
+}

@@ -1,0 +1,34 @@
+//! edgescore's scoring core: everything between the bytes Envoy hands over and the edits the
+//! filter applies, in plain Rust that builds natively (unit tests, benches, dhat, the CLI) and
+//! for `wasm32-wasip1` alike.
+//!
+//! One request, one direction: [`request`] (a borrowed view of the host's header map and
+//! connection properties) → [`features`] (the catalogue, keyed hashes, one shared `[f32]`) →
+//! [`ensemble`] (the zero-allocation tree walk over a validated [`artifact`]) → [`decision`]
+//! (bands, action, header and filter-state bytes, the list of edits). [`Scorer`] runs that
+//! path for one configuration; [`config`] is the plugin JSON; [`text`] is the text path's
+//! body extraction and verdicts.
+
+pub mod action;
+pub mod artifact;
+pub mod config;
+pub mod conn_cache;
+pub mod decision;
+pub mod ensemble;
+pub mod features;
+pub mod model_set;
+pub mod replay;
+pub mod request;
+pub mod scorer;
+pub mod text;
+
+pub use action::ActionKind;
+pub use artifact::ArtifactError;
+pub use config::{ConfigError, PluginConfig};
+pub use ensemble::{Model, ScoreError, TreeEnsemble};
+pub use model_set::ModelSet;
+pub use request::{HeaderMap, OwnedRequest, Property, Request};
+pub use scorer::Scorer;
+
+/// Most outputs (classes) a model may have; the evaluator accumulates on the stack.
+pub const MAX_OUTPUTS: usize = 256;

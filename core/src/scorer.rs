@@ -1,0 +1,260 @@
+//! One request, one direction: features → hashes → bucketed shared vector → every model →
+//! [`Decision`] (header values, edits) and the feature-log line. Built once per configuration;
+//! `score` and `decide` reuse its buffers and allocate nothing.
+
+use crate::action::{DEFAULT_BLOCK_BODY, DEFAULT_BLOCK_STATUS};
+use crate::config::{ConfigError, HeaderNames, MetricsConfig, Mode, OnError, PluginConfig};
+use crate::decision::{Decision, ModelPolicy, Outcome, Verdict};
+use crate::ensemble::{Model, ScoreError};
+use crate::features::{FeatureSchema, Properties, Slot};
+use crate::model_set::ModelSet;
+use crate::request::Request;
+use base64::Engine as _;
+use std::io::Write as _;
+
+pub struct Scorer {
+    on_error: OnError,
+    decision: Decision,
+    schema: FeatureSchema,
+    shared: Vec<f32>,
+    set: ModelSet,
+    /// Per model: its number of outputs.
+    n_outputs: Vec<usize>,
+    outputs: Vec<f32>,
+    scores: Vec<f32>,
+    sampler: Sampler,
+    log_line: Vec<u8>,
+}
+
+/// A model ready to serve: its validated bytes and where it came from.
+pub struct Served {
+    pub model: Model,
+    /// The registry manifest's version; `None` for a bootstrap model from the configuration
+    /// (named by its artifact's own version string).
+    pub version: Option<u64>,
+    /// Scored, counted and feature-logged beside the active model of the same name; never acts.
+    pub shadow: bool,
+}
+
+impl Scorer {
+    /// The configuration's bootstrap artifacts, decoded and validated. `seed` seeds the
+    /// feature-log sampler.
+    pub fn new(cfg: &PluginConfig, seed: u64) -> Result<Scorer, ConfigError> {
+        Scorer::build(cfg, seed, Scorer::bootstrap(cfg)?)
+    }
+
+    /// The configuration's inline artifacts, validated, in configuration order.
+    pub fn bootstrap(cfg: &PluginConfig) -> Result<Vec<Served>, ConfigError> {
+        let mut out = Vec::with_capacity(cfg.models.len());
+        for (i, m) in cfg.models.iter().enumerate() {
+            let field = format!("models[{i}].artifact");
+            let bytes = base64::engine::general_purpose::STANDARD
+                .decode(m.artifact.trim())
+                .map_err(|e| ConfigError::new(&field, format!("not valid base64: {e}")))?;
+            let model = Model::load(&bytes).map_err(|e| ConfigError::new(&field, format!("not a valid edgescore artifact: {e}")))?;
+            out.push(Served { model, version: None, shadow: false });
+        }
+        Ok(out)
+    }
+
+    /// A scorer over `models`, laying out the shared feature vector. The configured models
+    /// (`models[i]`) are matched to served models by position for bootstrap artifacts.
+    pub fn build(cfg: &PluginConfig, seed: u64, models: Vec<Served>) -> Result<Scorer, ConfigError> {
+        let mut schema = FeatureSchema::new(cfg.hash_key.as_bytes());
+        let mut set = ModelSet::new(Vec::new());
+        let mut policies = Vec::with_capacity(models.len());
+        let mut max_outputs = 1;
+        let mut n_outputs_of = Vec::with_capacity(models.len());
+        for (i, (m, served)) in cfg.models.iter().zip(models).enumerate() {
+            let field = format!("models[{i}].artifact");
+            let model = served.model;
+            let e = model.ensemble();
+            let mut gather = Vec::with_capacity(e.n_features());
+            for (j, spec) in e.features().iter().enumerate() {
+                let slot = schema
+                    .slot(e.feature_name(j), spec.buckets)
+                    .map_err(|err| ConfigError::new(&field, format!("model `{}`: {err}", e.name())))?;
+                gather.push(slot as u32);
+            }
+            let n_outputs = e.n_outputs();
+            let output = match m.output {
+                Some(o) if (o as usize) < n_outputs => o as usize,
+                Some(o) => return Err(ConfigError::new(format!("models[{i}].output"), format!("{o} is out of range: model `{}` has {n_outputs} outputs", e.name()))),
+                None if n_outputs == 1 => 0,
+                None => return Err(ConfigError::new(format!("models[{i}].output"), format!("required: model `{}` has {n_outputs} outputs", e.name()))),
+            };
+            let name = e.name().to_string();
+            if policies.iter().any(|p: &ModelPolicy| p.name == name) {
+                return Err(ConfigError::new(&field, format!("a model named `{name}` is already configured")));
+            }
+            if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b"_-.".contains(&b)) {
+                return Err(ConfigError::new(&field, format!("model name {name:?} must be non-empty ASCII letters, digits, `_`, `-` or `.` (it appears in headers and metric names)")));
+            }
+            if !e.version().bytes().all(|b| b.is_ascii_graphic() && !b"\";\\,".contains(&b)) {
+                return Err(ConfigError::new(&field, format!("model version {:?} must be printable ASCII without quotes, `;`, `,` or `\\`", e.version())));
+            }
+            let id = match served.version {
+                Some(v) => format!("{name}@{v}"),
+                None if e.version().is_empty() => name.clone(),
+                None => format!("{name}@{}", e.version()),
+            };
+            max_outputs = max_outputs.max(n_outputs);
+            n_outputs_of.push(n_outputs);
+            policies.push(ModelPolicy {
+                name,
+                id,
+                threshold: m.threshold,
+                output,
+                action: m.action,
+                status: m.status.unwrap_or(DEFAULT_BLOCK_STATUS),
+                body: m.body.clone().unwrap_or_else(|| DEFAULT_BLOCK_BODY.to_string()).into_bytes(),
+            });
+            set.push_gathered(model, gather);
+        }
+        let n_slots = schema.slots().len();
+        let n_models = policies.len();
+        let log_room = 96 + policies.iter().map(|p| p.id.len() + 40).sum::<usize>() + schema.slots().iter().map(|s| s.name.len() + 64).sum::<usize>();
+        Ok(Scorer {
+            on_error: cfg.on_error,
+            decision: Decision::new(cfg, policies),
+            shared: vec![f32::NAN; n_slots],
+            schema,
+            set,
+            n_outputs: n_outputs_of,
+            outputs: vec![0.0; max_outputs],
+            scores: vec![f32::NAN; n_models],
+            sampler: Sampler::new(cfg.feature_log.sample_rate, seed),
+            log_line: Vec::with_capacity(log_room),
+        })
+    }
+
+    /// The connection properties the configured models need (fetch only these per request).
+    pub fn properties(&self) -> Properties {
+        self.schema.properties()
+    }
+    pub fn mode(&self) -> Mode {
+        self.decision.mode()
+    }
+    pub fn on_error(&self) -> OnError {
+        self.on_error
+    }
+    pub fn header_names(&self) -> &HeaderNames {
+        self.decision.header_names()
+    }
+    /// Which per-model metrics to record.
+    pub fn metrics_config(&self) -> MetricsConfig {
+        self.decision.metrics_config()
+    }
+    pub fn models(&self) -> &[ModelPolicy] {
+        self.decision.models()
+    }
+    pub fn slots(&self) -> &[Slot] {
+        self.schema.slots()
+    }
+    pub fn decision(&self) -> &Decision {
+        &self.decision
+    }
+    /// The decision half, for outcomes that do not start from scores (errors, text verdicts).
+    pub fn decision_mut(&mut self) -> &mut Decision {
+        &mut self.decision
+    }
+
+    /// Scores `req` with every model; afterwards the scores and (when sampled) the
+    /// feature-log line are ready to read. No allocation.
+    pub fn score(&mut self, req: &Request<'_>) -> Result<Verdict, ScoreError> {
+        self.schema.compute(req, &mut self.shared);
+        for (i, (p, &n)) in self.decision.models().iter().zip(&self.n_outputs).enumerate() {
+            self.set.score(i, &self.shared, &mut self.outputs[..n])?;
+            self.scores[i] = self.outputs[p.output];
+        }
+        let verdict = self.decision.verdict(&self.scores, self.sampler.sample());
+        if verdict.sampled {
+            self.write_log_line(verdict);
+        }
+        Ok(verdict)
+    }
+
+    /// One request, the whole way: scores, then the decision with every edit the request
+    /// gets. `end_of_stream`: the request has no body. No allocation.
+    pub fn decide(&mut self, req: &Request<'_>, end_of_stream: bool) -> Result<Outcome<'_>, ScoreError> {
+        let verdict = self.score(req)?;
+        Ok(self.decision.decide(&req.headers, &self.scores, verdict, &self.log_line, end_of_stream))
+    }
+
+    /// The scores of the last request, in model order.
+    pub fn scores(&self) -> &[f32] {
+        &self.scores
+    }
+    /// The shared feature vector of the last request, in slot order.
+    pub fn features(&self) -> &[f32] {
+        &self.shared
+    }
+    /// The last decision's score header (`bot=0.9312;abuse=0.0204`).
+    pub fn scores_header(&self) -> &[u8] {
+        self.decision.scores_header()
+    }
+    /// The last sampled request's feature-log line (a one-line JSON object).
+    pub fn feature_log(&self) -> &[u8] {
+        &self.log_line
+    }
+
+    fn write_log_line(&mut self, v: Verdict) {
+        let l = &mut self.log_line;
+        l.clear();
+        let _ = write!(l, "{{\"v\":1,\"decision\":\"{}\",\"mode\":\"{}\",\"scores\":{{", v.action.name(), mode_name(self.decision.mode()));
+        for (i, (p, s)) in self.decision.models().iter().zip(&self.scores).enumerate() {
+            let _ = write!(l, "{}\"{}\":", if i > 0 { "," } else { "" }, p.id);
+            json_number(l, *s);
+        }
+        l.extend_from_slice(b"},\"features\":{");
+        for (i, (slot, x)) in self.schema.slots().iter().zip(&self.shared).enumerate() {
+            let _ = write!(l, "{}\"{}\":", if i > 0 { "," } else { "" }, slot.name);
+            json_number(l, *x);
+        }
+        l.extend_from_slice(b"}}");
+    }
+}
+
+fn mode_name(m: Mode) -> &'static str {
+    match m {
+        Mode::Enforce => "enforce",
+        Mode::Shadow => "shadow",
+    }
+}
+
+/// Shortest round-trip decimal (f32 `Display`), `null` for missing.
+fn json_number(out: &mut Vec<u8>, x: f32) {
+    if x.is_finite() {
+        let _ = write!(out, "{x}");
+    } else {
+        out.extend_from_slice(b"null");
+    }
+}
+
+/// Bernoulli sampling for the feature log with a xorshift64* generator: deterministic per
+/// seed, no host call per request.
+struct Sampler {
+    state: u64,
+    /// Sample when the next draw is below this; `u64::MAX` with `always` for rate 1.
+    below: u64,
+    always: bool,
+}
+
+impl Sampler {
+    fn new(rate: f64, seed: u64) -> Sampler {
+        Sampler { state: seed | 1, below: (rate * 18_446_744_073_709_551_616.0) as u64, always: rate >= 1.0 }
+    }
+
+    fn sample(&mut self) -> bool {
+        if self.always {
+            return true;
+        }
+        if self.below == 0 {
+            return false;
+        }
+        self.state ^= self.state >> 12;
+        self.state ^= self.state << 25;
+        self.state ^= self.state >> 27;
+        self.state.wrapping_mul(0x2545_f491_4f6c_dd1d) < self.below
+    }
+}
