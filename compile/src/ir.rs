@@ -103,6 +103,23 @@ impl ModelIr {
     pub fn n_outputs(&self) -> usize {
         self.base_score.len()
     }
+
+    /// A binary classifier with XGBoost's conventions (`sigmoid(margin)`, base score 0,
+    /// version "1"): what hand-built test models start from.
+    pub fn binary_logistic(name: &str, features: Vec<FeatureDef>, trees: Vec<Tree>) -> ModelIr {
+        ModelIr {
+            name: name.into(),
+            version: "1".into(),
+            source: SourceFormat::XGBoost,
+            objective: "binary:logistic".into(),
+            task: Task::BinaryClassification,
+            link: Link::Sigmoid { scale: 1.0 },
+            aggregate: Aggregate::Sum,
+            base_score: vec![0.0],
+            features,
+            trees,
+        }
+    }
 }
 
 /// The IR's meaning, read literally: f64 comparisons exactly as [`Test`] documents them, no

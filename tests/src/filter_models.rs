@@ -2,7 +2,7 @@
 //! are known in advance (unlike hashed-bucket models), so tests can aim for each action.
 
 use base64::Engine as _;
-use edgescore_compile::ir::{Aggregate, FeatureDef, FeatureKind, Link, ModelIr, Node, SourceFormat, Task, Test, Tree};
+use edgescore_compile::ir::{FeatureDef, FeatureKind, ModelIr, Node, Test, Tree};
 
 /// A binary model `sigmoid(+margin)` when `feature < threshold` (or NaN), else `-margin`,
 /// plus a second tree on a hashed categorical so the filter must hash and bucket it.
@@ -24,21 +24,11 @@ pub fn step_model(name: &str, feature: &str, threshold: f64, margin: f64) -> Mod
             Node::Leaf { value: 0.0 },
         ],
     };
-    ModelIr {
-        name: name.into(),
-        version: "1".into(),
-        source: SourceFormat::XGBoost,
-        objective: "binary:logistic".into(),
-        task: Task::BinaryClassification,
-        link: Link::Sigmoid { scale: 1.0 },
-        aggregate: Aggregate::Sum,
-        base_score: vec![0.0],
-        features: vec![
-            FeatureDef { name: feature.into(), kind: FeatureKind::Numeric },
-            FeatureDef { name: "ua_family".into(), kind: FeatureKind::Categorical { buckets: 64 } },
-        ],
-        trees: vec![step, categorical],
-    }
+    let features = vec![
+        FeatureDef { name: feature.into(), kind: FeatureKind::Numeric },
+        FeatureDef { name: "ua_family".into(), kind: FeatureKind::Categorical { buckets: 64 } },
+    ];
+    ModelIr::binary_logistic(name, features, vec![step, categorical])
 }
 
 pub fn artifact(ir: &ModelIr) -> Vec<u8> {

@@ -24,22 +24,12 @@ fn sample_model() -> Vec<u8> {
             leaf(4.0),
         ],
     };
-    let ir = ModelIr {
-        name: "sample".into(),
-        version: "1".into(),
-        source: SourceFormat::XGBoost,
-        objective: "binary:logistic".into(),
-        task: Task::BinaryClassification,
-        link: Link::Sigmoid { scale: 1.0 },
-        aggregate: Aggregate::Sum,
-        base_score: vec![0.0],
-        features: vec![
-            FeatureDef { name: "a".into(), kind: FeatureKind::Numeric },
-            FeatureDef { name: "b".into(), kind: FeatureKind::Categorical { buckets: 64 } },
-            FeatureDef { name: "c".into(), kind: FeatureKind::Numeric },
-        ],
-        trees: vec![tree.clone(), tree],
-    };
+    let features = vec![
+        FeatureDef { name: "a".into(), kind: FeatureKind::Numeric },
+        FeatureDef { name: "b".into(), kind: FeatureKind::Categorical { buckets: 64 } },
+        FeatureDef { name: "c".into(), kind: FeatureKind::Numeric },
+    ];
+    let ir = ModelIr::binary_logistic("sample", features, vec![tree.clone(), tree]);
     write(&ir).expect("sample model writes")
 }
 
