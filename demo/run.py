@@ -27,24 +27,16 @@ import time
 import urllib.request
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
+from demo import envoyctl, render_envoy, traffic
+from demo.loopback import free_port
 
-import envoyctl  # noqa: E402
-import render_envoy  # noqa: E402
-import traffic  # noqa: E402
+HERE = Path(__file__).resolve().parent
 
 ROOT = HERE.parent
 LISTENER = ("127.0.0.1", 10000)
 ADMIN = ("127.0.0.1", 9901)
 BACKEND = ("127.0.0.1", 8081)
 NLP = ("127.0.0.1", render_envoy.NLP_PORT)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class NlpService:

@@ -13,7 +13,7 @@ Features are exactly what the models saw: numbers, or bucket indices for hashed 
 model reads the same vector in the filter.
 
 Usage:
-  python models/feature_log.py access.log --out table.csv [--schema-out schema.json]
+  python -m models.feature_log access.log --out table.csv [--schema-out schema.json]
 
 Access-log lines may hold other fields around the JSON object: the first `{"v":1` object on
 each line is taken, other lines are skipped (and counted). Library use: `load(lines)` returns a

@@ -10,7 +10,7 @@ All three read models/example/schema.json; categorical features are bucket indic
 demo hash key (models/example/hash_key.txt) — a model is only valid with the key its
 training features were hashed with.
 
-Usage: .venv/bin/python models/train_example.py [--trees 40 --depth 5 --out models/example]
+Usage: .venv/bin/python -m models.train_example [--trees 40 --depth 5 --out models/example]
        (the load benchmark trains reference-size variants with --trees 300 --depth 6)
 """
 
@@ -20,7 +20,6 @@ import argparse
 import json
 import os
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
@@ -28,10 +27,10 @@ os.environ.setdefault("OMP_NUM_THREADS", "2")
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from models import traffic  # noqa: E402
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-sys.path.insert(0, str(HERE))
-import traffic  # noqa: E402
 
 SEED = 20261123
 SCHEMA = HERE / "example" / "schema.json"

@@ -22,7 +22,7 @@ Categorical codes are fed to both libraries as plain numeric features (no
 enable_categorical / categorical_feature) so that tl2cgen, lleaves and ONNX
 peers can load the same models.
 
-Usage: .venv/bin/python models/train_reference.py
+Usage: .venv/bin/python -m models.train_reference
 """
 
 from __future__ import annotations

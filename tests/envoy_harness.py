@@ -1,21 +1,22 @@
-"""What the Python tests that run the filter share: the build check and a recording upstream.
+"""What the Python tests that run the filter share: the build check, a recording upstream and a
+started Envoy's handle (the fixtures that start them are in conftest.py).
 
-Every server here binds 127.0.0.1; tests stop what they start.
+Every server here binds 127.0.0.1; tests stop what they start, by PID.
 """
 
 from __future__ import annotations
 
 import os
-import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
 
+from demo import backend as demo_backend
+from demo import envoyctl, render_envoy, traffic
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "demo"))
-import backend as demo_backend  # noqa: E402
-import render_envoy  # noqa: E402
 
 
 def require_build() -> None:
@@ -51,3 +52,31 @@ class Upstream:
     def close(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+class Running:
+    """A started Envoy and the port of its `edge` listener."""
+
+    def __init__(self, envoy: envoyctl.Envoy):
+        self.envoy = envoy
+        self.port = envoy.listener_port("edge")
+
+    def send(self, req: traffic.DemoRequest) -> traffic.Response:
+        return traffic.send("127.0.0.1", self.port, req)
+
+    def timed(self, req: traffic.DemoRequest) -> tuple[traffic.Response, float]:
+        """The response and how long it took, in seconds."""
+        t0 = time.perf_counter()
+        resp = self.send(req)
+        return resp, time.perf_counter() - t0
+
+    def counter(self, name: str) -> int:
+        """A stat from /stats by its full name (`wasmcustom.edgescore.decision.block`)."""
+        return self.envoy.stats(name.replace(".", r"\.") + "$").get(name, 0)
+
+    def metric(self, name: str) -> float:
+        """A metric from /stats/prometheus (`edgescore_text_calls`; 0 before its first use)."""
+        for line in self.envoy.prometheus().splitlines():
+            if line.startswith(name + " ") or line.startswith(name + "{"):
+                return float(line.rsplit(" ", 1)[1])
+        return 0.0

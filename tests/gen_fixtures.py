@@ -31,8 +31,13 @@ float64 thresholds, the neighbouring float32 values), +-0.0, +-1e30,
 +-inf (where the library accepts them), NaN and tiny values around
 LightGBM's kZeroThreshold.
 
-Usage:  .venv/bin/python tests/gen_fixtures.py [NAME ...]
-Re-running regenerates every file byte-identically.
+It is the one fixture generator: it also writes the readers' own fixtures
+(tests/models/{lgb,catboost,onnx}_reader_*: library predictions with margins, and
+the models the readers must refuse), through gen_reader_fixtures.py (LightGBM,
+CatBoost) and gen_onnx_fixtures.py (skl2onnx, onnxmltools, ONNX Runtime).
+
+Usage:  .venv/bin/python tests/gen_fixtures.py [NAME ...]   (`make fixtures`: all)
+Re-running regenerates every parity fixture byte-identically.
 """
 
 from __future__ import annotations
@@ -1052,13 +1057,27 @@ def gen_onnx_xgb_classifier():
 # --------------------------------------------------------------------------
 
 
+# The readers' own fixtures (tests/models/{lgb,catboost,onnx}_reader_*), each group written by its
+# library's module: names in `main`'s argument list like the parity fixtures above.
+def reader_groups():
+    import gen_onnx_fixtures
+    import gen_reader_fixtures
+
+    return {"readers_lightgbm_catboost": gen_reader_fixtures.make_all, "readers_onnx": gen_onnx_fixtures.make_all}
+
+
 def main(argv):
-    names = argv or list(FIXTURES)
-    unknown = [n for n in names if n not in FIXTURES]
+    groups = reader_groups()
+    names = argv or [*FIXTURES, *groups]
+    unknown = [n for n in names if n not in FIXTURES and n not in groups]
     if unknown:
-        sys.exit(f"unknown fixture(s): {unknown}; known: {sorted(FIXTURES)}")
+        sys.exit(f"unknown fixture(s): {unknown}; known: {sorted(FIXTURES)} and the groups {sorted(groups)}")
     OUT_DIR.mkdir(parents=True, exist_ok=True)
     for n in names:
+        if n in groups:
+            groups[n]()
+            print(f"{n:24s} written")
+            continue
         FIXTURES[n]()
         files = sorted(p for p in (OUT_DIR / n).iterdir())
         size = sum(p.stat().st_size for p in files)

@@ -10,17 +10,16 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import sys
 from pathlib import Path
 
 import jsonschema
 import pytest
 import yaml
 
+from demo import render_envoy
+from envoy_harness import require_build
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "demo"))
-import render_envoy  # noqa: E402
-from envoy_harness import require_build  # noqa: E402
 
 SCHEMA = ROOT / "tests" / "schemas" / "compose_spec.json"
 SCHEMA_SHA256 = "0dc04bd346dcfee1b1419628fff79937bbf076925f298f272a2b490e2b112bac"

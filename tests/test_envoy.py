@@ -16,33 +16,20 @@ import dataclasses
 import json
 import os
 import socket
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
+from demo import envoyctl, render_envoy, traffic
+from demo.loopback import free_port
+from envoy_harness import Running, require_build
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "demo"))
-import envoyctl  # noqa: E402
-import render_envoy  # noqa: E402
-import traffic  # noqa: E402
-from envoy_harness import Upstream, require_build  # noqa: E402
 
 MODELS = render_envoy.EXAMPLE_MODELS
 NAMES = [m.name for m in MODELS]
 
-
-
-# ---------------------------------------------------------------------------------------------
-# the upstream
-
-
-@pytest.fixture(scope="module")
-def upstream():
-    up = Upstream()
-    yield up
-    up.close()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -75,35 +62,6 @@ def envoy_config(upstream_port: int, plugin: dict | str | None, *, listen_port: 
     ep = cfg["static_resources"]["clusters"][0]["load_assignment"]["endpoints"][0]["lb_endpoints"][0]
     ep["endpoint"]["address"]["socket_address"]["port_value"] = upstream_port
     return cfg
-
-
-class Running:
-    """A started Envoy plus the port of its listener."""
-
-    def __init__(self, envoy: envoyctl.Envoy):
-        self.envoy = envoy
-        self.port = envoy.listener_port("edge")
-
-    def send(self, req: traffic.DemoRequest) -> traffic.Response:
-        return traffic.send("127.0.0.1", self.port, req)
-
-    def counter(self, name: str) -> int:
-        return self.envoy.stats(name.replace(".", r"\.") + "$").get(name, 0)
-
-
-@pytest.fixture(scope="module")
-def start_envoy(tmp_path_factory):
-    started: list[envoyctl.Envoy] = []
-
-    def start(cfg: dict, name: str = "envoy") -> Running:
-        e = envoyctl.Envoy(cfg, tmp_path_factory.mktemp(name), name=name, log_level="info")
-        started.append(e)
-        e.start()
-        return Running(e)
-
-    yield start
-    for e in started:
-        e.stop()
 
 
 @pytest.fixture(scope="module")
@@ -359,12 +317,6 @@ def test_envoy_refuses_to_start_with_bad_plugin_config(kind, tmp_path, upstream)
         assert "edgescore: configuration refused" in e.log_tail(200)
     finally:
         e.stop()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_bad_listener_update_keeps_the_old_one_serving(upstream, tmp_path):

@@ -28,12 +28,11 @@ from pathlib import Path
 
 import pytest
 
+from demo import render_envoy, traffic
+from demo.loopback import free_port
+from envoy_harness import require_build
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "demo"))
-import envoyctl  # noqa: E402
-import render_envoy  # noqa: E402
-import traffic  # noqa: E402
-from envoy_harness import Upstream, require_build  # noqa: E402
 
 TEXT = render_envoy.text_config()
 TIMEOUT_S = TEXT["timeout_ms"] / 1000
@@ -45,12 +44,6 @@ TOXIC = "you are a worthless idiot and everyone hates you"
 THREAT = "I know where you live and I'm going to hurt you"
 BENIGN = "thanks for the help yesterday, see you at practice tomorrow!"
 SPAM = "earn money fast, visit my site for free skins"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def http_json(url: str, body: dict | None = None, timeout: float = 30) -> tuple[int, dict]:
@@ -118,14 +111,7 @@ def nlp(tmp_path_factory):
 
 
 # ---------------------------------------------------------------------------------------------
-# the upstream and Envoy
-
-
-@pytest.fixture(scope="module")
-def upstream():
-    up = Upstream()
-    yield up
-    up.close()
+# Envoy (the `upstream` and `start_envoy` fixtures are conftest.py's)
 
 
 def envoy_config(upstream_port: int, nlp_port: int) -> dict:
@@ -138,39 +124,6 @@ def envoy_config(upstream_port: int, nlp_port: int) -> dict:
     render_envoy.set_cluster_address(cfg, "backend", "127.0.0.1", upstream_port)
     render_envoy.set_cluster_address(cfg, "nlp", "127.0.0.1", nlp_port)
     return cfg
-
-
-class Running:
-    def __init__(self, envoy: envoyctl.Envoy):
-        self.envoy = envoy
-        self.port = envoy.listener_port("edge")
-
-    def send(self, req: traffic.DemoRequest) -> tuple[traffic.Response, float]:
-        t0 = time.perf_counter()
-        resp = traffic.send("127.0.0.1", self.port, req)
-        return resp, time.perf_counter() - t0
-
-    def metric(self, name: str) -> float:
-        """A counter from /stats/prometheus (`edgescore_text_calls`; 0 before its first use)."""
-        for line in self.envoy.prometheus().splitlines():
-            if line.startswith(name + " ") or line.startswith(name + "{"):
-                return float(line.rsplit(" ", 1)[1])
-        return 0.0
-
-
-@pytest.fixture(scope="module")
-def start_envoy(tmp_path_factory):
-    started: list[envoyctl.Envoy] = []
-
-    def start(cfg: dict, name: str) -> Running:
-        e = envoyctl.Envoy(cfg, tmp_path_factory.mktemp(name), name=name, log_level="info")
-        started.append(e)
-        e.start()
-        return Running(e)
-
-    yield start
-    for e in started:
-        e.stop()
 
 
 @pytest.fixture(scope="module")
@@ -208,7 +161,7 @@ def _struct_fields(source: str, name: str) -> set[str]:
 
 
 def test_text_section_matches_the_filter_docs_and_schema():
-    source = (ROOT / "filter" / "src" / "text.rs").read_text()
+    source = (ROOT / "core" / "src" / "config" / "text.rs").read_text()
     fields, label_fields = _struct_fields(source, "TextConfig"), _struct_fields(source, "LabelRule")
     assert "cluster" in fields and "serde(rename =" not in source  # field names are the serde names
     schema = json.loads((ROOT / "docs" / "configuration.schema.json").read_text())
@@ -240,7 +193,7 @@ def test_toxic_message_is_blocked(edge, nlp, upstream):
     upstream.take()
     before = nlp.requests()
     for text, label in ((TOXIC, "toxic"), (THREAT, "threat")):
-        resp, _ = edge.send(chat(message(text)))
+        resp, _ = edge.timed(chat(message(text)))
         assert resp.status == 403, (text, resp.status, json.loads(resp.body)["headers"])
         assert resp.body == b"blocked by edgescore\n"
         assert dict(resp.headers)["x-edgescore-decision"] == f"block;text={label}"
@@ -260,7 +213,7 @@ def test_benign_message_reaches_the_upstream_with_the_text_header(edge, nlp, ups
         (chat(BENIGN.encode(), "text/plain; charset=utf-8"), BENIGN.encode()),
     ]
     for req, _ in cases:
-        resp, _ = edge.send(req)
+        resp, _ = edge.timed(req)
         assert resp.status == 200, (resp.status, resp.body)
     recs = upstream.take()
     assert len(recs) == len(cases)
@@ -273,7 +226,7 @@ def test_benign_message_reaches_the_upstream_with_the_text_header(edge, nlp, ups
         assert fields["model"] == model
         assert header(rec, "x-edgescore-decision") == "allow"
     # Spam is tagged, not blocked.
-    resp, _ = edge.send(chat(message(SPAM)))
+    resp, _ = edge.timed(chat(message(SPAM)))
     assert resp.status == 200
     rec = upstream.take()[0]
     assert header(rec, "x-edgescore-decision") == "tag;text=spam"
@@ -295,7 +248,7 @@ def test_get_and_binary_uploads_make_no_nlp_call(edge, nlp, upstream):
         if req.method == "GET":
             req = dataclasses.replace(req, headers=[(k, v) for k, v in req.headers
                                                     if k not in ("content-type", "content-length")])
-        resp, _ = edge.send(req)
+        resp, _ = edge.timed(req)
         assert resp.status == 200, (req.method, req.path, resp.status)
     recs = upstream.take()
     assert len(recs) == len(skipped)
@@ -304,14 +257,14 @@ def test_get_and_binary_uploads_make_no_nlp_call(edge, nlp, upstream):
     assert nlp.requests() == service_before, "the service was called"
     assert edge.metric("edgescore_text_calls") == filter_before, "the filter made a call"
     # Both counters are live: one qualifying request moves each by exactly one.
-    resp, _ = edge.send(chat(message(BENIGN)))
+    resp, _ = edge.timed(chat(message(BENIGN)))
     assert resp.status == 200
     assert nlp.requests() == service_before + 1
     assert edge.metric("edgescore_text_calls") == filter_before + 1
 
 
 def test_text_metrics_and_access_log(edge):
-    resp, _ = edge.send(chat(message(BENIGN), path="/api/chat/probe-log"))
+    resp, _ = edge.timed(chat(message(BENIGN), path="/api/chat/probe-log"))
     assert resp.status == 200
     deadline = time.monotonic() + 6
     while not (lines := [ln for ln in edge.envoy.access_log() if ln.get("path") == "/api/chat/probe-log"]):
@@ -364,7 +317,7 @@ def test_a_hanging_service_times_out_and_fails_open(nlp, upstream, start_envoy):
         upstream.take()
         took = []
         for _ in range(3):
-            resp, elapsed = hang.send(chat(message(TOXIC)))
+            resp, elapsed = hang.timed(chat(message(TOXIC)))
             assert resp.status == 200, (resp.status, resp.body)
             assert TIMEOUT_S - 0.05 <= elapsed <= TIMEOUT_S + MARGIN_S, elapsed
             took.append(elapsed)
@@ -385,7 +338,7 @@ def test_stopped_service_fails_open_within_the_timeout(edge, nlp, upstream):
     n = 8
     took = []
     for _ in range(n):
-        resp, elapsed = edge.send(chat(message(TOXIC)))
+        resp, elapsed = edge.timed(chat(message(TOXIC)))
         assert resp.status == 200, (resp.status, resp.body)
         assert elapsed <= TIMEOUT_S + MARGIN_S, elapsed
         took.append(elapsed)

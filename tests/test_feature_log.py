@@ -12,19 +12,17 @@ import dataclasses
 import json
 import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from envoy_harness import require_build
+from models import feature_log
+from test_envoy import MODELS, envoy_config, render_envoy, traffic
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "models"))
-import feature_log  # noqa: E402
-from envoy_harness import require_build  # noqa: E402
-from test_envoy import (MODELS, envoy_config, render_envoy,  # noqa: E402,F401
-                        start_envoy, traffic, upstream)
 
 REQUESTS = traffic.requests()
 

@@ -41,8 +41,7 @@ import pytest
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
-sys.path.insert(0, str(HERE))
-import gen_fixtures as gf  # noqa: E402  (row builders, threshold parsers, float32-exact CSV)
+import gen_fixtures as gf  # noqa: E402  (tests/ is on pytest's path: row builders, threshold parsers, float32-exact CSV)
 
 warnings.filterwarnings("ignore")
 

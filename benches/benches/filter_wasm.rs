@@ -28,7 +28,7 @@ use edgescore_benches::repo_root;
 use edgescore_core::replay::score_all;
 use edgescore_core::{OwnedRequest, Property};
 use edgescore_core::{HeaderMap, Model, PluginConfig, Scorer};
-use edgescore_tests::proxy_host::{cargo, Action, Host, Vm};
+use edgescore_proxy_host::{cargo, Action, Host, Vm};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -135,7 +135,7 @@ fn plugin_config(models: &[Vec<u8>]) -> Result<String> {
 /// One request as each side gets it: the filter's wire format, and pairs for the test host.
 struct BenchRequest {
     owned: OwnedRequest,
-    headers: edgescore_tests::proxy_host::HeaderMap,
+    headers: edgescore_proxy_host::HeaderMap,
     properties: Vec<([&'static str; 2], String)>,
 }
 
@@ -156,7 +156,7 @@ fn load_requests(path: &Path) -> Result<(Vec<BenchRequest>, BTreeMap<String, usi
         }
         let owned = OwnedRequest::decode(&HeaderMap::encode(&r.headers), &HeaderMap::encode(&props))
             .map_err(|e| anyhow::anyhow!("request {}: {e}", i + 1))?;
-        out.push(BenchRequest { owned, headers: edgescore_tests::proxy_host::HeaderMap::from_pairs(r.headers.iter().map(|(k, v)| (k, v))), properties });
+        out.push(BenchRequest { owned, headers: edgescore_proxy_host::HeaderMap::from_pairs(r.headers.iter().map(|(k, v)| (k, v))), properties });
     }
     ensure!(!out.is_empty(), "no requests in {}", path.display());
     Ok((out, kinds))
@@ -255,7 +255,7 @@ impl BareFilter {
 }
 
 /// One request through a proxy-wasm VM the way Envoy drives an HTTP filter.
-fn stream(vm: &mut Vm, r: &BenchRequest) -> Result<edgescore_tests::proxy_host::Stream> {
+fn stream(vm: &mut Vm, r: &BenchRequest) -> Result<edgescore_proxy_host::Stream> {
     let s = vm.stream();
     for (path, value) in &r.properties {
         s.set_property(path, value);

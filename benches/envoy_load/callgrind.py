@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Instructions per request in Envoy under callgrind: a deterministic view of what run.py times.
 
-    .venv/bin/python benches/envoy_load/callgrind.py [--requests 1000] VARIANT [VARIANT ...]
+    .venv/bin/python -m benches.envoy_load.callgrind [--requests 1000] VARIANT [VARIANT ...]
 
 VARIANT is `none`, `noop`, `edgescore` (the configurations of run.py), `noop:<plan>` (the no-op
 filter making host calls, e.g. `noop:headers=1,properties=1`) or `wasm:<name>=<path>` (the
@@ -32,12 +32,8 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
-sys.path.insert(0, str(ROOT / "demo"))
-sys.path.insert(0, str(HERE))  # first: `run` is this directory's run.py, not demo/run.py
-import envoyctl  # noqa: E402
-import render_envoy  # noqa: E402
-import run  # noqa: E402
-import traffic  # noqa: E402
+from benches.envoy_load import run  # noqa: E402
+from demo import envoyctl, render_envoy, traffic  # noqa: E402
 
 
 def config(variant: str) -> dict:

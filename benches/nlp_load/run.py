@@ -1,6 +1,6 @@
 """Load test of the NLP service's POST /score: batched versus max_batch_size=1.
 
-    .venv/bin/python benches/nlp_load/run.py [--seconds 10] [--rounds 2] [--concurrency 1 8 32]
+    .venv/bin/python -m benches.nlp_load.run [--seconds 10] [--rounds 2] [--concurrency 1 8 32]
 
 It starts the service once on a local Ray head of its own (nlp.run, a free loopback port)
 and drives it with an asyncio client (aiohttp) at each concurrency level, for a fixed time
@@ -18,7 +18,6 @@ import asyncio
 import json
 import os
 import platform
-import socket
 import statistics
 import subprocess
 import sys
@@ -28,14 +27,10 @@ from pathlib import Path
 
 import aiohttp
 
+from demo.loopback import free_port
+
 REPO = Path(__file__).resolve().parents[2]
 MESSAGES = REPO / "nlp" / "data" / "messages.jsonl"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def nlp_run(*args: str, env: dict | None = None) -> None:

@@ -1,6 +1,6 @@
 """Added latency of the text path through Envoy, at low load (one request at a time).
 
-    .venv/bin/python benches/nlp_load/through_envoy.py [--seconds 8] [--rounds 3] [--json F]
+    .venv/bin/python -m benches.nlp_load.through_envoy [--seconds 8] [--rounds 3] [--json F]
 
 Starts the NLP service (nlp.run, its own Ray head, a free loopback port, the shipped settings)
 and one Envoy with envoy.yaml's configuration (the example models and the shipped `text`
@@ -29,7 +29,6 @@ import http.client
 import json
 import os
 import platform
-import socket
 import statistics
 import subprocess
 import sys
@@ -38,18 +37,10 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "demo"))
-import envoyctl  # noqa: E402
-import render_envoy  # noqa: E402
-import traffic  # noqa: E402
+from demo import envoyctl, render_envoy, traffic  # noqa: E402
+from demo.loopback import free_port  # noqa: E402
 
 MESSAGES = REPO / "nlp" / "data" / "messages.jsonl"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def nlp_run(state_dir: str, *args: str) -> None:

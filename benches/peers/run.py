@@ -22,7 +22,7 @@ Artifacts (generated C, objects, ONNX files, the 2000-tree model, rows as f32) a
 benches/peers/build/ keyed by a hash of the model file and tool versions; `--rebuild` ignores the
 cache. Results are written to benches/peers/build/last_run.json.
 
-Usage: .venv/bin/python benches/peers/run.py [--seconds 2.5] [--rounds 1] [--only a,b] [--skip a,b]
+Usage: .venv/bin/python -m benches.peers.run [--seconds 2.5] [--rounds 1] [--only a,b] [--skip a,b]
                                               [--no-compile-time] [--rebuild]
 """
 

@@ -1,16 +1,11 @@
-"""Shared fixtures for the NLP service tests: the repo on sys.path, offline, one model."""
+"""Shared fixtures for the NLP service tests: offline, one model (the repository root is on
+pytest's path: pytest.ini)."""
 
 from __future__ import annotations
 
 import os
-import sys
-from pathlib import Path
 
 import pytest
-
-REPO = Path(__file__).resolve().parents[2]
-if str(REPO) not in sys.path:
-    sys.path.insert(0, str(REPO))
 
 # Nothing here may reach a model hub: the model files come from installed packages.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")

@@ -3,7 +3,6 @@
 //! answers (`expected.csv`, `expected_raw.csv`), all produced by `tests/gen_fixtures.py`.
 
 pub mod filter_models;
-pub mod proxy_host;
 
 use anyhow::{Context, Result};
 use edgescore_compile::readers::Format;

@@ -9,7 +9,7 @@
 //!   the arena serves — counted by the host, so the two views must agree.
 
 use edgescore_tests::filter_models::{artifact, base64, step_model, two_model_config};
-use edgescore_tests::proxy_host::{cargo::filter_wasm, Host, Vm};
+use edgescore_proxy_host::{cargo::filter_wasm, Host, Vm};
 
 fn counters(vm: &mut Vm) -> (u64, u64, u64, u64) {
     let heap = vm.call_u64_export("edgescore_heap_allocations").unwrap().expect("exported");

@@ -3,7 +3,7 @@
 
 use edgescore_core::{HeaderMap, PluginConfig, Request, Scorer};
 use edgescore_tests::filter_models::{artifact, base64};
-use edgescore_tests::proxy_host::{cargo::filter_wasm, Host};
+use edgescore_proxy_host::{cargo::filter_wasm, Host};
 use edgescore_compile::ir::{Aggregate, FeatureDef, FeatureKind, Link, ModelIr, Node, SourceFormat, Task, Test, Tree};
 use serde::Deserialize;
 
@@ -18,7 +18,7 @@ struct Recorded {
 /// matters to the score), plus `source_prefix` and a header value.
 fn every_feature_model() -> ModelIr {
     let schema: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(edgescore_tests::proxy_host::cargo::repo_root().join("models/example/schema.json")).unwrap()).unwrap();
+        serde_json::from_str(&std::fs::read_to_string(edgescore_proxy_host::cargo::repo_root().join("models/example/schema.json")).unwrap()).unwrap();
     let mut features: Vec<FeatureDef> = schema["features"]
         .as_array()
         .unwrap()
@@ -68,7 +68,7 @@ fn wasm_features_equal_native_features() {
     let host = Host::new(filter_wasm().unwrap()).unwrap();
     let mut vm = host.vm(b"").unwrap();
     assert!(vm.configure(config.as_bytes()).unwrap());
-    let text = std::fs::read_to_string(edgescore_tests::proxy_host::cargo::repo_root().join("tests/golden/requests.jsonl")).unwrap();
+    let text = std::fs::read_to_string(edgescore_proxy_host::cargo::repo_root().join("tests/golden/requests.jsonl")).unwrap();
     let mut n = 0;
     for (i, line) in text.lines().enumerate() {
         let rec: Recorded = serde_json::from_str(line).unwrap();

@@ -4,7 +4,7 @@
 //! same path against real Envoy and the real Ray Serve service is tests/test_envoy_nlp.py.
 
 use edgescore_tests::filter_models::two_model_config;
-use edgescore_tests::proxy_host::{cargo::filter_wasm, Action, Flow, Host, HostOptions, HttpCall, Stream, Vm};
+use edgescore_proxy_host::{cargo::filter_wasm, Action, Flow, Host, HostOptions, HttpCall, Stream, Vm};
 use std::time::Duration;
 
 const MODEL: &str = "minilm@test";

@@ -3,7 +3,7 @@
 //! behaviours are checked in real Envoy by tests/test_envoy.py.
 
 use edgescore_tests::filter_models::{artifact, base64, step_model, two_model_config};
-use edgescore_tests::proxy_host::{cargo::filter_wasm, Action, Host, Vm};
+use edgescore_proxy_host::{cargo::filter_wasm, Action, Host, Vm};
 
 fn vm(config: &str) -> Vm {
     let host = Host::new(filter_wasm().unwrap()).unwrap();

@@ -472,52 +472,20 @@ fn expand(levels: &[(u32, Test, bool)], leaf_value: impl Fn(usize) -> f64, outpu
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::path::PathBuf;
+    use crate::readers::library_check::Library;
 
-    fn data(name: &str) -> PathBuf {
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/catboost").join(name)
-    }
+    const CATBOOST: Library = Library { format: "CatBoost", prefix: "catboost_reader", extension: "json", read, raw_is_sum: false };
 
     fn read_file(name: &str) -> Result<ModelIr, ReadError> {
-        read(&std::fs::read(data(name)).unwrap())
+        CATBOOST.read_file(name)
     }
 
-    /// (margins, outputs) by the IR's reference reading.
-    fn predict(ir: &ModelIr, row: &[f32]) -> (Vec<f64>, Vec<f64>) {
-        (ir.margins(row), ir.outputs(row))
-    }
-
-    fn parse_csv<T: std::str::FromStr>(name: &str) -> Vec<Vec<T>>
-    where
-        T::Err: std::fmt::Debug,
-    {
-        std::fs::read_to_string(data(name))
-            .unwrap()
-            .lines()
-            .map(|l| l.split(',').map(|v| v.parse::<T>().unwrap()).collect())
-            .collect()
-    }
-
-    fn close(a: f64, e: f64) -> bool {
-        (a - e).abs() <= 1e-5 * e.abs().max(1.0)
+    fn data(name: &str) -> std::path::PathBuf {
+        CATBOOST.data(name)
     }
 
     fn check_against_library(name: &str) -> ModelIr {
-        let ir = read_file(&format!("{name}.json")).unwrap_or_else(|e| panic!("{name}: {e}"));
-        let rows: Vec<Vec<f32>> = parse_csv(&format!("{name}.rows.csv"));
-        let expected: Vec<Vec<f64>> = parse_csv(&format!("{name}.expected.csv"));
-        assert_eq!(rows.len(), expected.len());
-        assert!(rows.len() > 20);
-        let n = ir.n_outputs();
-        for (i, (row, exp)) in rows.iter().zip(&expected).enumerate() {
-            assert_eq!(row.len(), ir.features.len(), "{name} row {i}");
-            assert_eq!(exp.len(), 2 * n, "{name} row {i}");
-            let (margins, out) = predict(&ir, row);
-            for o in 0..n {
-                assert!(close(margins[o], exp[o]), "{name} row {i} {row:?}: margin {o} = {} but CatBoost says {}", margins[o], exp[o]);
-                assert!(close(out[o], exp[n + o]), "{name} row {i} {row:?}: output {o} = {} but CatBoost says {}", out[o], exp[n + o]);
-            }
-        }
+        let ir = CATBOOST.check(name);
         assert_eq!(ir.source, SourceFormat::CatBoost);
         assert_eq!(ir.version, "1.2.10");
         ir

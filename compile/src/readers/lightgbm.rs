@@ -512,59 +512,22 @@ pub fn read(bytes: &[u8]) -> Result<ModelIr, ReadError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::path::PathBuf;
+    use crate::readers::library_check::Library;
 
-    fn data(name: &str) -> PathBuf {
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/lightgbm").join(name)
-    }
+    const LIGHTGBM: Library = Library { format: "LightGBM", prefix: "lgb_reader", extension: "txt", read, raw_is_sum: true };
 
     fn read_file(name: &str) -> Result<ModelIr, ReadError> {
-        read(&std::fs::read(data(name)).unwrap())
+        LIGHTGBM.read_file(name)
     }
 
-    /// (margins, outputs) by the IR's reference reading.
-    fn predict(ir: &ModelIr, row: &[f32]) -> (Vec<f64>, Vec<f64>) {
-        (ir.margins(row), ir.outputs(row))
+    fn data(name: &str) -> std::path::PathBuf {
+        LIGHTGBM.data(name)
     }
 
-    fn parse_csv<T: std::str::FromStr>(name: &str) -> Vec<Vec<T>>
-    where
-        T::Err: std::fmt::Debug,
-    {
-        std::fs::read_to_string(data(name))
-            .unwrap()
-            .lines()
-            .map(|l| l.split(',').map(|v| v.parse::<T>().unwrap()).collect())
-            .collect()
-    }
-
-    fn close(a: f64, e: f64) -> bool {
-        (a - e).abs() <= 1e-5 * e.abs().max(1.0)
-    }
-
-    /// Scores every stored row and compares with LightGBM's own predictions.
+    /// Scores every stored row and compares with LightGBM's own predictions (whose raw score of
+    /// an averaging model, a random forest, is the plain sum).
     fn check_against_library(name: &str) -> ModelIr {
-        let ir = read_file(&format!("{name}.txt")).unwrap_or_else(|e| panic!("{name}: {e}"));
-        let rows: Vec<Vec<f32>> = parse_csv(&format!("{name}.rows.csv"));
-        let expected: Vec<Vec<f64>> = parse_csv(&format!("{name}.expected.csv"));
-        assert_eq!(rows.len(), expected.len());
-        assert!(rows.len() > 20, "{name}: too few rows");
-        let n = ir.n_outputs();
-        // LightGBM's raw score of an averaging model (random forest) is the plain sum.
-        let raw_factor = match ir.aggregate {
-            Aggregate::Sum => 1.0,
-            Aggregate::Average { divisor } => divisor,
-        };
-        for (i, (row, exp)) in rows.iter().zip(&expected).enumerate() {
-            assert_eq!(row.len(), ir.features.len(), "{name} row {i}");
-            assert_eq!(exp.len(), 2 * n, "{name} row {i}");
-            let (margins, out) = predict(&ir, row);
-            for o in 0..n {
-                let m = margins[o] * raw_factor;
-                assert!(close(m, exp[o]), "{name} row {i} {row:?}: margin {o} = {m} but LightGBM says {}", exp[o]);
-                assert!(close(out[o], exp[n + o]), "{name} row {i} {row:?}: output {o} = {} but LightGBM says {}", out[o], exp[n + o]);
-            }
-        }
+        let ir = LIGHTGBM.check(name);
         assert_eq!(ir.source, SourceFormat::LightGBM);
         assert!(ir.base_score.iter().all(|&b| b == 0.0));
         ir

@@ -4,6 +4,8 @@
 use crate::ir::ModelIr;
 
 pub mod catboost;
+#[cfg(test)]
+mod library_check;
 pub mod lightgbm;
 pub mod onnx;
 pub mod xgboost;

@@ -1,5 +1,5 @@
-//! A tiny proxy-wasm guest (SDK 0.2.5) that exercises the host in `edgescore_tests::proxy_host`.
-//! Behaviour is keyed on the request's `:path`; see tests/tests/proxy_host.rs for what each path
+//! A tiny proxy-wasm guest (SDK 0.2.5) that exercises the host in `edgescore_proxy_host` (tests/host).
+//! Behaviour is keyed on the request's `:path`; see tests/host/tests/proxy_host.rs for what each path
 //! is expected to do.
 
 use proxy_wasm::traits::*;

@@ -1,4 +1,4 @@
-//! The reader against ONNX Runtime: fixtures written by `compile/tests/data/onnx/make.py` (real
+//! The reader against ONNX Runtime: fixtures written by `tests/gen_fixtures.py` (real
 //! skl2onnx / onnxmltools exports with ORT's scores), and hand-built graphs whose expected values
 //! were produced by ONNX Runtime 1.31 on the same graphs.
 
@@ -25,11 +25,17 @@ fn assert_close(ir: &ModelIr, x: &[f32], ort: &[f64], what: &str) {
 
 // ---------------------------------------------------------------- fixtures
 
+/// `tests/models/onnx_reader_<name>/` (`model.onnx`, `ort.json`), written by the one fixture
+/// generator (`tests/gen_fixtures.py`).
+fn fixture_dir(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/models").join(format!("onnx_reader_{name}"))
+}
+
 fn fixture(name: &str) -> ModelIr {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/onnx");
-    let bytes = std::fs::read(dir.join(format!("{name}.onnx"))).unwrap();
+    let dir = fixture_dir(name);
+    let bytes = std::fs::read(dir.join("model.onnx")).unwrap();
     let ir = read(&bytes).unwrap_or_else(|e| panic!("{name}: {e}"));
-    let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.join(format!("{name}.json"))).unwrap()).unwrap();
+    let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.join("ort.json")).unwrap()).unwrap();
     let rows = doc["rows"].as_array().unwrap();
     let scores = doc["scores"].as_array().unwrap();
     assert_eq!(rows.len(), scores.len());
@@ -125,8 +131,7 @@ fn every_mode_and_missing_rule_matches_ort() {
 
 #[test]
 fn damaged_files_never_panic() {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/onnx");
-    let bytes = std::fs::read(dir.join("lgb_binary.onnx")).unwrap();
+    let bytes = std::fs::read(fixture_dir("lgb_binary").join("model.onnx")).unwrap();
     for len in 0..bytes.len() {
         let _ = read(&bytes[..len]);
     }

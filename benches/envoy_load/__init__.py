@@ -1,0 +1,1 @@
+"""wrk against a real Envoy: no filter, edgescore, a no-op Wasm filter (README.md)."""

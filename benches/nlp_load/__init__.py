@@ -1,0 +1,1 @@
+"""The NLP service under load, directly and through Envoy (README.md)."""

@@ -1,0 +1,1 @@
+"""Peer comparison: edgescore vs tl2cgen, lleaves, ONNX Runtime and the libraries (README)."""

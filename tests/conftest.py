@@ -1,0 +1,33 @@
+"""Fixtures every Envoy test shares: a recording upstream and Envoys started from a
+configuration, each in its own session and stopped by PID at teardown (also when a test fails).
+The plain classes behind them are in envoy_harness.py."""
+
+from __future__ import annotations
+
+import pytest
+
+from demo import envoyctl
+from envoy_harness import Running, Upstream
+
+
+@pytest.fixture(scope="module")
+def upstream():
+    up = Upstream()
+    yield up
+    up.close()
+
+
+@pytest.fixture(scope="module")
+def start_envoy(tmp_path_factory):
+    """`start(cfg, name)` starts a real Envoy with `cfg` and returns its [`Running`] handle."""
+    started: list[envoyctl.Envoy] = []
+
+    def start(cfg: dict, name: str = "envoy") -> Running:
+        e = envoyctl.Envoy(cfg, tmp_path_factory.mktemp(name), name=name, log_level="info")
+        started.append(e)
+        e.start()
+        return Running(e)
+
+    yield start
+    for e in started:
+        e.stop()
