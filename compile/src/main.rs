@@ -1,4 +1,7 @@
-//! `edgescore`: compile trained tree models into `.esm` artifacts, inspect and score them.
+//! `edgescore`: compile trained tree models into `.esm` artifacts, inspect and score them, and
+//! publish them to a signed model registry (`docs/registry.md`).
+
+mod registry;
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
@@ -67,6 +70,48 @@ enum Command {
         /// Print margins instead of probabilities/values.
         #[arg(long)]
         raw: bool,
+    },
+    /// Generate a publishing key pair: NAME.key (secret, mode 0600) and NAME.pub.
+    Keygen {
+        /// NAME: writes NAME.key and NAME.pub (refuses to overwrite either).
+        #[arg(short, long)]
+        output: PathBuf,
+    },
+    /// Publish an artifact to a registry directory: copy it content-addressed, give it the next
+    /// version, compute its golden rows and re-sign the manifest atomically.
+    Publish {
+        artifact: PathBuf,
+        /// The registry directory (created if needed); any static HTTP server can serve it.
+        #[arg(long)]
+        registry: PathBuf,
+        /// The secret key (NAME.key from `edgescore keygen`).
+        #[arg(long)]
+        key: PathBuf,
+        /// Publish as the model's shadow challenger (scored beside the active model, never acts).
+        #[arg(long)]
+        shadow: bool,
+        /// The filter's hash_key (file content, trimmed): its id is recorded so a filter with
+        /// another key refuses the model.
+        #[arg(long)]
+        hash_key_file: Option<PathBuf>,
+        /// Golden rows (CSV, header = feature names, empty = missing; at most 8 rows) instead of
+        /// rows derived from the model's own thresholds.
+        #[arg(long)]
+        golden_csv: Option<PathBuf>,
+    },
+    /// Check a registry offline: the manifest's signature and fields, and every artifact's size,
+    /// sha256, validation, schema hash and golden rows.
+    Verify {
+        registry: PathBuf,
+        /// A public key (NAME.pub) the manifest may be signed with; repeat for several.
+        #[arg(long = "pub", required = true, value_name = "NAME.pub")]
+        public_keys: Vec<PathBuf>,
+        /// Also check each model's hash-key id against this hash key (file content, trimmed).
+        #[arg(long)]
+        hash_key_file: Option<PathBuf>,
+        /// Refuse artifacts over this many bytes (as the filter's limit would).
+        #[arg(long)]
+        max_bytes: Option<u64>,
     },
 }
 
@@ -173,6 +218,13 @@ fn run(cli: Cli) -> Result<()> {
                 let line: Vec<String> = rows::reported(&e, &out, raw).iter().map(|&v| rows::format_value(v)).collect();
                 writeln!(w, "{}", line.join(","))?;
             }
+        }
+        Command::Keygen { output } => registry::keygen(&output)?,
+        Command::Publish { artifact, registry: dir, key, shadow, hash_key_file, golden_csv } => {
+            registry::publish(registry::Publish { artifact, registry: dir, key, shadow, hash_key_file, golden_csv })?
+        }
+        Command::Verify { registry: dir, public_keys, hash_key_file, max_bytes } => {
+            registry::verify(&dir, &public_keys, hash_key_file.as_deref(), max_bytes)?
         }
     }
     Ok(())

@@ -17,6 +17,7 @@ pub mod decision;
 pub mod ensemble;
 pub mod features;
 pub mod model_set;
+pub mod registry;
 pub mod replay;
 pub mod request;
 pub mod scorer;

@@ -1,0 +1,92 @@
+//! Why a manifest or an artifact was refused: one variant per reason, each with a stable
+//! snake_case metric label and a one-line message naming what and why.
+
+use crate::ArtifactError;
+
+/// Why an update was refused. The previous model keeps serving; the poller counts the refusal
+/// under [`Refusal::reason`] and logs its `Display` (one line). Per-model variants carry the
+/// model's label, `"name vVERSION"` as the manifest states it.
+#[derive(thiserror::Error, Debug, Clone, PartialEq)]
+pub enum Refusal {
+    /// The envelope has no signatures at all.
+    #[error("manifest is not signed (the envelope has no signatures)")]
+    Unsigned,
+    /// Every signature names a key id that is not configured.
+    #[error("manifest is signed only by unknown key(s) {}: none of the configured public keys", .key_ids.join(", "))]
+    UnknownKey { key_ids: Vec<String> },
+    /// A signature by a configured key does not verify (and none other does).
+    #[error("manifest signature by {key_id} does not verify: the payload or the signature was altered")]
+    BadSignature { key_id: String },
+    /// Bad JSON, base64 or fields, an unknown format, two active (or shadow) entries for one
+    /// name, an artifact path that is not `artifacts/<sha256>.esm`.
+    #[error("malformed manifest: {0}")]
+    Malformed(String),
+    /// A model version (or, with `name` "manifest", the manifest sequence) lower than one
+    /// already accepted: a replayed old manifest. Raised by the poller.
+    #[error("{name}: version {got} is lower than the {have} already accepted (a version never goes backwards)")]
+    Rollback { name: String, have: u64, got: u64 },
+    /// The artifact (or the size the manifest declares) is over the configured limit.
+    #[error("{model}: artifact is {size} bytes, over the {max}-byte limit")]
+    Oversized { model: String, size: u64, max: u64 },
+    /// The artifact's length differs from the manifest's `size`.
+    #[error("{model}: artifact is {got} bytes, manifest says {expected} (truncated or altered download)")]
+    Truncated { model: String, expected: u64, got: u64 },
+    /// The artifact's SHA-256 differs from the manifest's.
+    #[error("{model}: artifact sha256 is {got}, manifest says {expected}")]
+    ShaMismatch { model: String, expected: String, got: String },
+    /// The artifact failed validation.
+    #[error("{model}: invalid artifact: {error}")]
+    InvalidArtifact { model: String, error: ArtifactError },
+    /// The artifact's model name, feature schema or hash-key id is not the manifest's (or not
+    /// this filter's). The text names the model and both values.
+    #[error("schema mismatch: {0}")]
+    SchemaMismatch(String),
+    /// A golden row scores differently here than at publish time.
+    #[error("{model}: golden row {row}: {detail}")]
+    GoldenMismatch { model: String, row: usize, detail: String },
+    /// The registry could not be reached or answered something that is not an envelope.
+    /// Raised by the poller.
+    #[error("registry unreachable: {0}")]
+    Unreachable(String),
+}
+
+/// Every [`Refusal::reason`], in declaration order: define the per-reason metrics up front.
+pub const REASONS: [&str; 12] = [
+    "unsigned",
+    "unknown_key",
+    "bad_signature",
+    "malformed",
+    "rollback",
+    "oversized",
+    "truncated",
+    "sha_mismatch",
+    "invalid_artifact",
+    "schema_mismatch",
+    "golden_mismatch",
+    "unreachable",
+];
+
+impl Refusal {
+    /// The stable snake_case metric label (one of [`REASONS`]).
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Refusal::Unsigned => REASONS[0],
+            Refusal::UnknownKey { .. } => REASONS[1],
+            Refusal::BadSignature { .. } => REASONS[2],
+            Refusal::Malformed(_) => REASONS[3],
+            Refusal::Rollback { .. } => REASONS[4],
+            Refusal::Oversized { .. } => REASONS[5],
+            Refusal::Truncated { .. } => REASONS[6],
+            Refusal::ShaMismatch { .. } => REASONS[7],
+            Refusal::InvalidArtifact { .. } => REASONS[8],
+            Refusal::SchemaMismatch(_) => REASONS[9],
+            Refusal::GoldenMismatch { .. } => REASONS[10],
+            Refusal::Unreachable(_) => REASONS[11],
+        }
+    }
+
+    /// A manifest whose `sequence` is lower than the last one accepted.
+    pub fn sequence_rollback(have: u64, got: u64) -> Refusal {
+        Refusal::Rollback { name: "manifest".into(), have, got }
+    }
+}
