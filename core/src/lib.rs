@@ -7,7 +7,9 @@
 //! [`ensemble`] (the zero-allocation tree walk over a validated [`artifact`]) → [`decision`]
 //! (bands, action, header and filter-state bytes, the list of edits). [`Scorer`] runs that
 //! path for one configuration; [`config`] is the plugin JSON; [`text`] is the text path's
-//! body extraction and verdicts.
+//! body extraction and verdicts. [`registry`] verifies signed model manifests and artifacts
+//! (the CLI signs them); [`handoff`] is how verified model bytes are to travel from the
+//! registry poller to every worker through shared data, a bounded slice per tick.
 
 pub mod action;
 pub mod artifact;
@@ -16,6 +18,7 @@ pub mod conn_cache;
 pub mod decision;
 pub mod ensemble;
 pub mod features;
+pub mod handoff;
 pub mod model_set;
 pub mod registry;
 pub mod replay;

@@ -45,7 +45,10 @@ fn edits(e: &Edits<'_>) -> Vec<String> {
         .collect()
 }
 
-fn tree(d: &mut Decision, headers: &[(&str, &str)], scores: &[f32], end_of_stream: bool) -> (Verdict, Vec<String>, DecisionCount, Vec<ActionKind>, Vec<Option<u64>>, Option<TextHold>) {
+/// A tree outcome, owned: verdict, edits as text, count, bands, per-mille scores, text hold.
+type TreeOutcome = (Verdict, Vec<String>, DecisionCount, Vec<ActionKind>, Vec<Option<u64>>, Option<TextHold>);
+
+fn tree(d: &mut Decision, headers: &[(&str, &str)], scores: &[f32], end_of_stream: bool) -> TreeOutcome {
     let buf = map(headers);
     let h = HeaderMap::parse(&buf).unwrap();
     let v = d.verdict(scores, false);
