@@ -31,12 +31,13 @@ WASM := target/wasm32-wasip1/wasm/edgescore_filter.wasm
 EXAMPLE_MODELS := bot:models/example/bot.json scanner:models/example/scanner.txt abuse:models/example/abuse.json
 MODEL_VERSION := 2026-11-23
 
-# The CLI, the filter (.wasm, where envoy.yaml points) and the example models compiled to
-# target/models/<name>.esm.
+# The CLI, the filter (.wasm, where envoy.yaml points), the example models compiled to
+# target/models/<name>.esm and published (when changed) to the demo registry, target/registry.
 build: toolchain
 	$(CARGO) build --release -p edgescore-compile
 	$(CARGO) build --profile wasm --target wasm32-wasip1 -p edgescore-filter
 	$(MAKE) --no-print-directory models EDGESCORE_CLI=$(EDGESCORE)
+	python3 -m demo.registry --cli $(EDGESCORE)
 
 EDGESCORE_CLI ?= $(EDGESCORE)
 models:
@@ -51,15 +52,16 @@ models:
 demo: build venv
 	$(PY) -m demo.run --cli $(EDGESCORE)
 
-# envoy.yaml (and demo/envoy.compose.yaml) inline the compiled example models: re-render them
-# after a model changes (tests/test_envoy.py fails while they are stale).
-envoy-yaml: build venv
+# envoy.yaml and demo/envoy.compose.yaml are rendered from demo/render_envoy.py's template:
+# re-render them after changing it, a policy or the demo key (tests/test_envoy.py checks).
+envoy-yaml: venv
 	$(PY) -m demo.render_envoy
 
 test: toolchain venv
 	$(CARGO) build -p edgescore-compile
 	$(CARGO) build --profile wasm --target wasm32-wasip1 -p edgescore-filter
 	$(MAKE) --no-print-directory models EDGESCORE_CLI=$(EDGESCORE_DEBUG)
+	python3 -m demo.registry --cli $(EDGESCORE_DEBUG)
 	$(CARGO) test --workspace
 	EDGESCORE_BIN=$(CURDIR)/$(EDGESCORE_DEBUG) EDGESCORE_REQUIRE_BUILD=1 $(PY) -m pytest -q tests
 
@@ -73,6 +75,7 @@ bench: toolchain venv bench-models
 	$(CARGO) bench -p edgescore-benches
 	$(MAKE) bench-peers
 	$(MAKE) bench-envoy
+	$(MAKE) bench-swap
 # The filter in wasmtime vs natively (benches/benches/filter_wasm.rs, issue 3's ratio <= 1.5).
 bench-filter: toolchain venv bench-models
 	$(CARGO) bench -p edgescore-benches --bench filter_wasm
@@ -100,7 +103,7 @@ clean:
 # The NLP service (nlp/, nlp/README.md): a Ray head of its own with the Serve app on
 # http://127.0.0.1:$(NLP_PORT). `make nlp-down` stops exactly the processes nlp-up started.
 NLP_PORT ?= 8000
-.PHONY: nlp-up nlp-down nlp-status nlp-head bench-nlp bench-nlp-envoy
+.PHONY: nlp-up nlp-down nlp-status nlp-head bench-nlp bench-nlp-envoy bench-swap
 nlp-up: venv
 	$(PY) -m nlp.run start --port $(NLP_PORT)
 nlp-down:
@@ -115,6 +118,12 @@ bench-nlp: venv
 # The text path's added latency: a qualifying POST through Envoy + the filter vs the service.
 bench-nlp-envoy: build venv
 	$(PY) -m benches.nlp_load.through_envoy
+
+# Model updates under open-loop load through a real Envoy: steady vs a registry publish every
+# second vs an inline-configuration push every second (benches/swap_load/README.md). Installs
+# oha (crates.io) under target/tools on first use; about 8 minutes.
+bench-swap: build venv bench-models
+	$(PY) -m benches.swap_load.run --write-readme
 
 # wrk against a real Envoy on loopback: no filter vs the edgescore filter (3 models) vs a no-op
 # Wasm filter; see benches/envoy_load/README.md. Installs wrk (Debian package) on first use.

@@ -15,6 +15,7 @@ or failure. `--no-nlp` leaves the NLP service out (the text path then fails open
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import shutil
@@ -23,11 +24,12 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 from pathlib import Path
 
-from demo import envoyctl, render_envoy, traffic
+from demo import envoyctl, registry, render_envoy, traffic
 from demo.loopback import free_port
 
 HERE = Path(__file__).resolve().parent
@@ -37,6 +39,9 @@ LISTENER = ("127.0.0.1", 10000)
 ADMIN = ("127.0.0.1", 9901)
 BACKEND = ("127.0.0.1", 8081)
 NLP = ("127.0.0.1", render_envoy.NLP_PORT)
+REGISTRY = ("127.0.0.1", render_envoy.REGISTRY_PORT)
+# The path of the requests that check which models answer (left out of the tables).
+PROBE_PATH = "/?edgescore-demo-probe"
 
 
 class NlpService:
@@ -136,12 +141,97 @@ def parse_state(s: str | None) -> tuple[str, dict[str, str]]:
 
 
 def parse_scores(s: str | None) -> dict[str, str]:
+    """Scores by model name: registry models are named with their version (`bot@3=0.0312`),
+    shadow challengers (`bot@4~shadow=...`) are left out."""
     out = {}
     for part in (s or "").split(";"):
         if "=" in part:
             k, v = part.split("=", 1)
-            out[k] = v
+            if "~" not in k:
+                out[k.split("@", 1)[0]] = v
     return out
+
+
+def served_versions(envoy: envoyctl.Envoy) -> dict[str, int]:
+    """The registry versions the workers serve (the `edgescore.registry.version.<name>` gauges)."""
+    prefix = "wasmcustom.edgescore.registry.version."
+    return {k[len(prefix):]: v for k, v in envoy.stats(r"registry\.version\.").items() if k.startswith(prefix)}
+
+
+def wait_for_models(envoy: envoyctl.Envoy, versions: dict[str, int], timeout: float = 30.0) -> None:
+    """Until every worker serves `versions` (the poller polls every few seconds; until then the
+    filter has no model and applies on_error: allow)."""
+    deadline = time.monotonic() + timeout
+    while served_versions(envoy) != versions:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the workers serve {served_versions(envoy)}, not the registry's {versions}")
+        time.sleep(0.2)
+    # The gauges are process-wide, and Envoy also keeps a root context on its main thread that
+    # takes each update: wait until a request is answered by these versions too.
+    want = {f"{n}@{v}" for n, v in versions.items()}
+    probe = dataclasses.replace(next(r for r in traffic.requests() if r.kind == "browser" and not r.body), path=PROBE_PATH)
+    while True:
+        resp = traffic.send(*LISTENER, probe)
+        if resp.status == 200 and want <= set(parse_raw(json.loads(resp.body).get("x-edgescore"))):
+            break
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"requests are not answered by {sorted(want)} yet")
+        time.sleep(0.1)
+    print(f"   registry models served: {', '.join(sorted(want))}")
+
+
+def live_update_step(envoy: envoyctl.Envoy, cli: Path) -> None:
+    """Publishes a new version of `bot` while requests flow, and shows which version answered
+    each one: no restart, no configuration push, no failed request."""
+    print("== live model update: `edgescore publish` of a new bot version while requests flow")
+    # Browser-like requests: the backend echoes the score header it received, naming versions.
+    reqs = [r for r in traffic.requests() if r.kind == "browser" and not r.body]
+    answered: list[tuple[str, int]] = []
+    stop = threading.Event()
+
+    def load() -> None:
+        i = 0
+        while not stop.is_set():
+            try:
+                resp = traffic.send(*LISTENER, reqs[i % len(reqs)])
+                scores = json.loads(resp.body).get("x-edgescore") if resp.status == 200 else None
+                version = next((k for k in parse_raw(scores) if k.startswith("bot@")), f"HTTP {resp.status}")
+                answered.append((version, resp.status))
+            except (OSError, ValueError) as e:
+                answered.append((f"error: {e}", 0))
+            i += 1
+            time.sleep(0.02)
+
+    t = threading.Thread(target=load, daemon=True)
+    t.start()
+    time.sleep(1.0)
+    report = registry.publish(cli, render_envoy.EXAMPLE_MODELS[0].artifact)
+    print("   " + report)
+    target = registry.active_versions()
+    t0 = time.monotonic()
+    try:
+        wait_for_models(envoy, target)
+        print(f"   every worker serves bot@{target['bot']} {time.monotonic() - t0:.1f} s after the publish")
+        time.sleep(1.0)
+    finally:
+        stop.set()
+        t.join(10)
+    runs: list[list] = []
+    for version, status in answered:
+        if runs and runs[-1][0] == version:
+            runs[-1][2] += 1
+        else:
+            runs.append([version, sum(r[2] for r in runs) + 1, 1])
+    for version, first, n in runs:
+        print(f"   requests {first:>4}-{first + n - 1:<4} answered by {version}")
+    failed = [s for _, s in answered if s != 200]
+    print(f"   {len(answered)} requests, {len(failed)} not answered 200")
+    print()
+
+
+def parse_raw(s: str | None) -> list[str]:
+    """The model ids of a score header, as they appear (`bot@3`, `bot@4~shadow`)."""
+    return [part.split("=", 1)[0] for part in (s or "").split(";") if "=" in part]
 
 
 def _interrupt(signum, frame) -> None:
@@ -200,29 +290,35 @@ def main(argv: list[str] | None = None) -> int:
         print("missing (run `make build`): " + ", ".join(str(p.relative_to(ROOT)) for p in missing), file=sys.stderr)
         return 2
     if render_envoy.render() != render_envoy.ENVOY_YAML.read_text():
-        print("note: envoy.yaml is stale relative to target/models (run `make envoy-yaml`); "
-              "the demo uses a freshly rendered copy", file=sys.stderr)
+        print("note: envoy.yaml is stale (run `make envoy-yaml`); the demo uses a freshly rendered copy",
+              file=sys.stderr)
     busy = [f"{h}:{p}" for h, p in (LISTENER, ADMIN, BACKEND) if not port_free(h, p)]
     if busy:
         print(f"ports in use: {', '.join(busy)} (another demo or Envoy running?)", file=sys.stderr)
         return 1
+    try:
+        for line in registry.publish_examples(Path(args.cli)):
+            print("   " + line)
+    except (OSError, RuntimeError) as e:
+        print(f"cannot publish the example models to {registry.REGISTRY_DIR}: {e}", file=sys.stderr)
+        return 2
 
     work = Path(tempfile.mkdtemp(prefix="edgescore-demo-"))
-    config = work / "envoy.yaml"
-    config.write_text(render_envoy.render())
+    cfg = render_envoy.load_config(registry=True)
+    # Someone's own `make nlp-up` (or anything else) may hold envoy.yaml's ports: run ours on
+    # free ones and point this demo's copy of the configuration at them.
+    registry_port = REGISTRY[1] if port_free(*REGISTRY) else free_port()
+    render_envoy.set_cluster_address(cfg, "registry", REGISTRY[0], registry_port)
     nlp = None
     if not args.no_nlp:
-        port = NLP[1]
-        if not port_free(*NLP):
-            # Someone's own `make nlp-up` (or anything else) holds envoy.yaml's port: run ours
-            # on a free one and point this demo's copy of the configuration at it.
-            port = free_port()
-            cfg = render_envoy.load_config()
-            render_envoy.set_cluster_address(cfg, "nlp", NLP[0], port)
-            config = work / "envoy.json"
-            config.write_text(json.dumps(cfg, indent=1))
+        port = NLP[1] if port_free(*NLP) else free_port()
+        if port != NLP[1]:
             print(f"note: {NLP[0]}:{NLP[1]} is in use; the demo's NLP service runs on port {port}", file=sys.stderr)
+        render_envoy.set_cluster_address(cfg, "nlp", NLP[0], port)
         nlp = NlpService(port, work / "nlp")
+    config = work / "envoy.json"
+    config.write_text(json.dumps(cfg, indent=1))
+    registry_server = registry.RegistryServer(registry.REGISTRY_DIR, registry_port)
 
     backend = None
     envoy = envoyctl.Envoy(config, work, cwd=ROOT, concurrency=1, log_level="warning",
@@ -238,7 +334,9 @@ def main(argv: list[str] | None = None) -> int:
         wait_port(*BACKEND, backend)
         envoy.start()
         print(f"== Envoy pid {envoy.pid} on http://{LISTENER[0]}:{LISTENER[1]} (admin {envoy.admin}), "
-              f"backend pid {backend.pid} on http://{BACKEND[0]}:{BACKEND[1]}")
+              f"backend pid {backend.pid} on http://{BACKEND[0]}:{BACKEND[1]}, "
+              f"registry {registry.REGISTRY_DIR.relative_to(ROOT)} on http://{REGISTRY[0]}:{registry_port}")
+        wait_for_models(envoy, registry.active_versions())
         seen = set()  # one line per VM (the main thread's and each worker's): print it once
         for line in envoy.log_path.read_text(errors="replace").splitlines():
             if "edgescore:" in line:
@@ -255,10 +353,13 @@ def main(argv: list[str] | None = None) -> int:
             results.append(resp)
         # The access log (stdout) is flushed by Envoy about once a second.
         deadline = time.monotonic() + 5
-        logs = envoy.access_log()
+        def tree_logs() -> list[dict]:
+            return [ln for ln in envoy.access_log() if ln.get("path") != PROBE_PATH]
+
+        logs = tree_logs()
         while len(logs) < len(reqs) and time.monotonic() < deadline:
             time.sleep(0.2)
-            logs = envoy.access_log()
+            logs = tree_logs()
 
         names = [m.name for m in render_envoy.EXAMPLE_MODELS]
         hdr = f"{'#':>2} {'truth':7} {'request':22} {'method path':34} " + " ".join(f"{n:>8}" for n in names) + f"  {'decision':34} status"
@@ -289,6 +390,7 @@ def main(argv: list[str] | None = None) -> int:
             if nlp.wait_ready():
                 print(f"   ready after {time.monotonic() - t0:.0f} s more: {nlp.url}, model {nlp.stats().get('model')}")
             print()
+        live_update_step(envoy, Path(args.cli))
         chat_step(envoy, nlp, names)
         print("== /stats/prometheus (edgescore lines; of the score histograms only _count, _sum and le=\"900\")")
         deadline = time.monotonic() + 7  # histograms appear at Envoy's next stats flush (5 s)
@@ -319,6 +421,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     finally:
         envoy.stop()
+        registry_server.down()
         if backend is not None:
             envoyctl.stop_pid(backend)
         if nlp is not None:

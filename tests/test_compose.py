@@ -67,13 +67,14 @@ def _bind_mounts(compose: dict):
 
 def test_services_and_ports(compose):
     svcs = compose["services"]
-    assert set(svcs) == {"envoy", "backend", "nlp"}
+    assert set(svcs) == {"envoy", "backend", "nlp", "registry"}
     assert svcs["envoy"]["image"].startswith("envoyproxy/envoy:v1.")
     # Published on the host's loopback only.
     for port in svcs["envoy"]["ports"]:
         assert port.startswith("127.0.0.1:"), port
     assert "ports" not in svcs["backend"]
     assert "ports" not in svcs["nlp"], "the NLP service is reached through Envoy only"
+    assert "ports" not in svcs["registry"], "the registry is for Envoy's poller only"
     assert all(src.startswith("./") for _, src, _ in _bind_mounts(compose)), "bind mounts must be relative to the repo"
 
 
@@ -82,6 +83,9 @@ def test_mounted_paths_exist_after_build(compose):
     for svc, src, dst in _bind_mounts(compose):
         if src.endswith("/nlp"):
             assert (ROOT / src / "app.py").is_file(), f"{svc}: {src} is not the NLP package"
+            continue
+        if svc == "registry":
+            assert (ROOT / src / "manifest.json").is_file(), f"{svc}: {src} holds no manifest (`make build` publishes one)"
             continue
         assert (ROOT / src).is_file(), f"{svc}: {src} (mounted at {dst}) does not exist"
 
@@ -92,8 +96,16 @@ def test_envoy_config_fits_the_containers(compose):
     cfg_src = mounts["/etc/envoy/envoy.yaml"]
     text = (ROOT / cfg_src).read_text()
     assert text == render_envoy.render(compose=True), f"{cfg_src} is stale: run `make envoy-yaml`"
-    cfg = render_envoy.load_config(text)
+    cfg = render_envoy.load_config(text, registry=True)
     wasm = render_envoy.wasm_filter(cfg)
+    # The registry poller runs the same .wasm and fetches from the `registry` service.
+    poller = cfg["bootstrap_extensions"][0]["typed_config"]["config"]
+    assert poller["vm_config"] == wasm["vm_config"] and poller["configuration"] == wasm["configuration"]
+    reg = render_envoy.cluster(cfg, "registry")
+    raddr = reg["load_assignment"]["endpoints"][0]["lb_endpoints"][0]["endpoint"]["address"]["socket_address"]
+    assert (raddr["address"], reg["type"]) == ("registry", "STRICT_DNS")
+    rcmd = compose["services"]["registry"]["command"]
+    assert str(raddr["port_value"]) in rcmd and rcmd[rcmd.index("--directory") + 1] in mounts
     assert wasm["vm_config"]["code"]["local"]["filename"] in mounts
     assert mounts[wasm["vm_config"]["code"]["local"]["filename"]] == "./" + render_envoy.WASM_REL
     backend = cfg["static_resources"]["clusters"][0]
@@ -150,7 +162,7 @@ def test_nlp_service_runs_the_serve_config_on_the_pinned_ray(compose):
 
 def test_envoy_nlp_cluster_points_at_the_nlp_service(compose):
     require_build()
-    cfg = render_envoy.load_config(render_envoy.render(compose=True))
+    cfg = render_envoy.load_config(render_envoy.render(compose=True), registry=True)
     nlp = render_envoy.cluster(cfg, "nlp")
     addr = nlp["load_assignment"]["endpoints"][0]["lb_endpoints"][0]["endpoint"]["address"]["socket_address"]
     assert (addr["address"], nlp["type"]) == ("nlp", "STRICT_DNS")

@@ -5,6 +5,7 @@ pub mod features;
 pub mod inspect;
 pub mod ir;
 pub mod readers;
+pub mod registry;
 pub mod rows;
 pub mod schema;
 pub mod write;

@@ -1,7 +1,7 @@
 //! `edgescore`: compile trained tree models into `.esm` artifacts, inspect and score them, and
 //! publish them to a signed model registry (`docs/registry.md`).
 
-mod registry;
+use edgescore_compile::registry;
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};

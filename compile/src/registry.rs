@@ -3,7 +3,7 @@
 //! `verify` accepts exactly what the filter accepts.
 
 use anyhow::{bail, Context, Result};
-use edgescore_compile::rows;
+use crate::rows;
 use edgescore_core::registry::{
     self, check_artifact, default_golden_inputs, golden_rows, hash_key_id, open_envelope, parse_public_key, parse_secret_key,
     public_key_file, secret_key_file, sha256_hex, sign_envelope, verify_envelope, verify_signatures, Manifest, ManifestModel, ModelMode,

@@ -32,6 +32,10 @@ pub struct ModelPolicy {
     pub name: String,
     /// `name@version`, as in the decision header.
     pub id: String,
+    /// A challenger published with `--shadow`: scored, counted, logged; never acts.
+    pub shadow: bool,
+    /// Served from the registry (`id` carries the manifest version).
+    pub registry: bool,
     pub threshold: f64,
     pub output: usize,
     pub action: ActionKind,
@@ -186,8 +190,8 @@ impl Decision {
     pub fn new(cfg: &PluginConfig, policies: Vec<ModelPolicy>) -> Decision {
         let n = policies.len();
         let decision_room = 64 + policies.iter().map(|p| p.id.len()).max().unwrap_or(0);
-        // `;name=` and the longest `{:.4}` of an f32 (`-340282346638528859811704183484516925440.0000`).
-        let header_room: usize = policies.iter().map(|p| p.name.len() + 48).sum();
+        // `;id~shadow=` and the longest `{:.4}` of an f32 (`-340282346638528859811704183484516925440.0000`).
+        let header_room: usize = policies.iter().map(|p| p.id.len() + 56).sum();
         Decision {
             mode: cfg.mode,
             on_error: cfg.on_error,
@@ -229,7 +233,7 @@ impl Decision {
         let mut v = Verdict { action: ActionKind::Allow, by: None, sampled };
         for (i, (p, &s)) in self.policies.iter().zip(scores).enumerate() {
             let band = p.band(s);
-            if band > v.action {
+            if band > v.action && !p.shadow {
                 v.action = band;
                 v.by = Some(i);
             }
@@ -376,7 +380,11 @@ impl Decision {
             if i > 0 {
                 h.push(b';');
             }
-            h.extend_from_slice(p.name.as_bytes());
+            // Registry models name their manifest version (`bot@7`), shadows are marked.
+            h.extend_from_slice(if p.registry { p.id.as_bytes() } else { p.name.as_bytes() });
+            if p.shadow {
+                h.extend_from_slice(b"~shadow");
+            }
             h.push(b'=');
             push_fixed4(h, *s);
         }

@@ -29,6 +29,8 @@ pub struct Scorer {
 /// A model ready to serve: its validated bytes and where it came from.
 pub struct Served {
     pub model: Model,
+    /// Its policy: the index in the configuration's `models`.
+    pub policy: usize,
     /// The registry manifest's version; `None` for a bootstrap model from the configuration
     /// (named by its artifact's own version string).
     pub version: Option<u64>,
@@ -47,25 +49,39 @@ impl Scorer {
     pub fn bootstrap(cfg: &PluginConfig) -> Result<Vec<Served>, ConfigError> {
         let mut out = Vec::with_capacity(cfg.models.len());
         for (i, m) in cfg.models.iter().enumerate() {
+            let Some(artifact) = &m.artifact else { continue };
             let field = format!("models[{i}].artifact");
             let bytes = base64::engine::general_purpose::STANDARD
-                .decode(m.artifact.trim())
+                .decode(artifact.trim())
                 .map_err(|e| ConfigError::new(&field, format!("not valid base64: {e}")))?;
             let model = Model::load(&bytes).map_err(|e| ConfigError::new(&field, format!("not a valid edgescore artifact: {e}")))?;
-            out.push(Served { model, version: None, shadow: false });
+            if let Some(name) = &m.name {
+                if model.ensemble().name() != name {
+                    return Err(ConfigError::new(&field, format!("the artifact's model is `{}`, not `{name}`", model.ensemble().name())));
+                }
+            }
+            out.push(Served { model, policy: i, version: None, shadow: false });
         }
         Ok(out)
     }
 
-    /// A scorer over `models`, laying out the shared feature vector. The configured models
-    /// (`models[i]`) are matched to served models by position for bootstrap artifacts.
-    pub fn build(cfg: &PluginConfig, seed: u64, models: Vec<Served>) -> Result<Scorer, ConfigError> {
+    /// The policy index of the configured model named `name`, for registry models.
+    pub fn policy_of(cfg: &PluginConfig, name: &str) -> Option<usize> {
+        cfg.models.iter().position(|m| m.name.as_deref() == Some(name))
+    }
+
+    /// A scorer over `models` (each with its policy), laying out the shared feature vector:
+    /// active models in configuration order, then shadow models.
+    pub fn build(cfg: &PluginConfig, seed: u64, mut models: Vec<Served>) -> Result<Scorer, ConfigError> {
+        models.sort_by_key(|m| (m.shadow, m.policy));
         let mut schema = FeatureSchema::new(cfg.hash_key.as_bytes());
         let mut set = ModelSet::new(Vec::new());
         let mut policies = Vec::with_capacity(models.len());
         let mut max_outputs = 1;
         let mut n_outputs_of = Vec::with_capacity(models.len());
-        for (i, (m, served)) in cfg.models.iter().zip(models).enumerate() {
+        for served in models {
+            let i = served.policy;
+            let Some(m) = cfg.models.get(i) else { return Err(ConfigError::new("models", format!("no model {i}"))) };
             let field = format!("models[{i}].artifact");
             let model = served.model;
             let e = model.ensemble();
@@ -84,7 +100,7 @@ impl Scorer {
                 None => return Err(ConfigError::new(format!("models[{i}].output"), format!("required: model `{}` has {n_outputs} outputs", e.name()))),
             };
             let name = e.name().to_string();
-            if policies.iter().any(|p: &ModelPolicy| p.name == name) {
+            if policies.iter().any(|p: &ModelPolicy| p.name == name && p.shadow == served.shadow) {
                 return Err(ConfigError::new(&field, format!("a model named `{name}` is already configured")));
             }
             if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b"_-.".contains(&b)) {
@@ -103,6 +119,8 @@ impl Scorer {
             policies.push(ModelPolicy {
                 name,
                 id,
+                shadow: served.shadow,
+                registry: served.version.is_some(),
                 threshold: m.threshold,
                 output,
                 action: m.action,

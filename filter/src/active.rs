@@ -53,6 +53,11 @@ impl Active {
     }
 
     pub fn on_request_headers(&mut self, end_of_stream: bool, text: &mut TextState) -> Action {
+        if !self.scorer.models().iter().any(|p| !p.shadow) {
+            // No active model: registry models not delivered yet and no bootstrap artifact
+            // (docs/registry.md, "Start-up"). The configured `on_error`, counted.
+            return self.fail();
+        }
         let props = self.scorer.properties();
         let wanted = props.wanted();
         // Two or more properties: read `connection_id`, and the properties only when the

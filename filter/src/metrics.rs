@@ -71,14 +71,18 @@ impl Metrics {
             feature_log_lines: counter("edgescore.feature_log.lines"),
             models: models
                 .iter()
-                .map(|m| ModelMetrics {
-                    allow: model_counter(&format!("edgescore.model.{}.allow", m.name)),
-                    tag: model_counter(&format!("edgescore.model.{}.tag", m.name)),
-                    block: model_counter(&format!("edgescore.model.{}.block", m.name)),
-                    score_permille: match per_model.score_histograms {
-                        true => define_metric(MetricType::Histogram, &format!("edgescore.model.{}.score_permille", m.name)).unwrap_or(u32::MAX),
-                        false => u32::MAX,
-                    },
+                .map(|m| {
+                    // A shadow challenger counts apart from the active model of the same name.
+                    let prefix = if m.shadow { format!("edgescore.shadow.{}", m.name) } else { format!("edgescore.model.{}", m.name) };
+                    ModelMetrics {
+                        allow: model_counter(&format!("{prefix}.allow")),
+                        tag: model_counter(&format!("{prefix}.tag")),
+                        block: model_counter(&format!("{prefix}.block")),
+                        score_permille: match per_model.score_histograms {
+                            true => define_metric(MetricType::Histogram, &format!("{prefix}.score_permille")).unwrap_or(u32::MAX),
+                            false => u32::MAX,
+                        },
+                    }
                 })
                 .collect(),
             text: TextMetrics {

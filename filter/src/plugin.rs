@@ -1,22 +1,34 @@
-//! The root context: turns the plugin configuration into a [`Scorer`] and hands it to every
-//! stream. A refused configuration leaves the previous scorer serving (Envoy also keeps the
-//! previous configuration when `on_configure` returns false).
+//! The filter's root context (one per worker): turns the plugin configuration into a
+//! [`Scorer`] over the bootstrap models and hands it to every stream; with a `registry`, it
+//! also picks up models the poller published, on its own jittered tick (`updates`), and swaps
+//! the scorer between two requests. A refused configuration leaves the previous scorer
+//! serving (Envoy also keeps the previous configuration when `on_configure` returns false).
 
 use crate::active::Active;
+use crate::host::now_ns;
 use crate::metrics;
 use crate::stream::Stream;
+use crate::updates::{elapsed_us, Tick, UpdateMetrics, Updates};
 use edgescore_core::config::PluginConfig;
-use edgescore_core::scorer::Scorer;
+use edgescore_core::handoff::Record;
+use edgescore_core::registry::ModelMode;
+use edgescore_core::scorer::{Scorer, Served};
 use proxy_wasm::hostcalls;
 use proxy_wasm::traits::{Context, HttpContext, RootContext};
-use proxy_wasm::types::{ContextType, LogLevel};
+use proxy_wasm::types::{ContextType, LogLevel, MetricType};
 use std::cell::RefCell;
 use std::rc::Rc;
+use std::time::Duration;
 
 #[derive(Default)]
 pub struct Plugin {
     active: Rc<RefCell<Option<Active>>>,
     config_errors: Option<u32>,
+    /// The configuration in force (registry models are built against it).
+    cfg: Option<PluginConfig>,
+    seed: u64,
+    updates: Updates,
+    update_metrics: Option<UpdateMetrics>,
 }
 
 impl Context for Plugin {}
@@ -29,34 +41,59 @@ impl RootContext for Plugin {
 
     fn on_configure(&mut self, _plugin_configuration_size: usize) -> bool {
         let json = self.get_plugin_configuration().unwrap_or_default();
-        let seed = self
+        self.seed = self
             .get_current_time()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0x9e37_79b9_7f4a_7c15, |d| d.as_nanos() as u64);
-        let built = PluginConfig::parse(&json).and_then(|cfg| Scorer::new(&cfg, seed));
+        let built = PluginConfig::parse(&json).and_then(|cfg| {
+            // Models this worker already took from the registry stay: a configuration change
+            // (a threshold, say) must not fall back to the bootstrap models.
+            let mut models = Scorer::bootstrap(&cfg)?;
+            if cfg.registry.is_some() {
+                models = self.with_registry_models(&cfg, models);
+            }
+            Ok((Scorer::build(&cfg, self.seed, models)?, cfg))
+        });
         match built {
-            Ok(scorer) => {
+            Ok((scorer, cfg)) => {
                 let models: Vec<&str> = scorer.models().iter().map(|m| m.id.as_str()).collect();
-                let _ = hostcalls::log(
+                let from_registry = match &cfg.registry {
+                    Some(r) => format!("; from the registry (cluster `{}`): {}", r.cluster, cfg.models.iter().filter_map(|m| m.name.as_deref()).collect::<Vec<_>>().join(", ")),
+                    None => String::new(),
+                };
+                log(
                     LogLevel::Info,
-                    &format!(
-                        "edgescore: configured {} model(s) [{}], {} feature slot(s), mode {:?}",
-                        models.len(),
-                        models.join(", "),
-                        scorer.slots().len(),
-                        scorer.mode()
-                    ),
+                    &format!("edgescore: configured {} model(s) [{}], {} feature slot(s), mode {:?}{from_registry}", models.len(), models.join(", "), scorer.slots().len(), scorer.mode()),
                 );
                 *self.active.borrow_mut() = Some(Active::new(scorer));
+                if let Some(reg) = &cfg.registry {
+                    self.update_metrics.get_or_insert_with(UpdateMetrics::define);
+                    // Jitter spreads the workers' checks (and their copies) over the period.
+                    let jitter = self.seed % (reg.check_ms as u64 / 4 + 1);
+                    let _ = hostcalls::set_tick_period(Duration::from_millis(reg.check_ms as u64 + jitter));
+                }
+                self.cfg = Some(cfg);
                 true
             }
             Err(e) => {
-                let _ = hostcalls::log(LogLevel::Error, &format!("edgescore: configuration refused: {e}"));
+                log(LogLevel::Error, &format!("edgescore: configuration refused: {e}"));
                 if let Some(id) = self.config_errors {
                     let _ = hostcalls::increment_metric(id, 1);
                 }
                 false
             }
+        }
+    }
+
+    fn on_tick(&mut self) {
+        let (Some(cfg), Some(m)) = (&self.cfg, &self.update_metrics) else { return };
+        let Some(reg) = &cfg.registry else { return };
+        let start = now_ns();
+        if let Tick::Ready(record, served) = self.updates.tick(reg.slice_bytes as usize, m) {
+            self.swap(record, served);
+        }
+        if let Some(m) = &self.update_metrics {
+            let _ = hostcalls::record_metric(m.tick_us, elapsed_us(start));
         }
     }
 
@@ -67,4 +104,74 @@ impl RootContext for Plugin {
     fn get_type(&self) -> Option<ContextType> {
         Some(ContextType::HttpContext)
     }
+}
+
+impl Plugin {
+    /// `bootstrap` with every model the registry delivered to this worker in its place.
+    fn with_registry_models(&self, cfg: &PluginConfig, bootstrap: Vec<Served>) -> Vec<Served> {
+        let mut models: Vec<Served> = Vec::new();
+        for (entry, model) in self.updates.loaded() {
+            if let Some(policy) = Scorer::policy_of(cfg, &entry.name) {
+                models.push(Served { model: model.clone(), policy, version: Some(entry.version), shadow: entry.mode == ModelMode::Shadow });
+            }
+        }
+        for b in bootstrap {
+            if !models.iter().any(|m| !m.shadow && m.policy == b.policy) {
+                models.push(b);
+            }
+        }
+        models
+    }
+
+    /// Builds a scorer from a record's models (plus bootstrap models the record does not
+    /// replace) and swaps it in. The old scorer is dropped here, between two requests.
+    fn swap(&mut self, record: Record, served: Vec<(edgescore_core::handoff::RecordModel, Served)>) {
+        let Some(cfg) = &self.cfg else { return };
+        let m = self.update_metrics.as_ref();
+        let mut models: Vec<Served> = Vec::new();
+        let mut entries = Vec::new();
+        for (entry, mut s) in served {
+            let Some(policy) = Scorer::policy_of(cfg, &entry.name) else { continue };
+            s.policy = policy;
+            entries.push((entry, s.model.clone()));
+            models.push(s);
+        }
+        if let Ok(bootstrap) = Scorer::bootstrap(cfg) {
+            for b in bootstrap {
+                if !models.iter().any(|m| !m.shadow && m.policy == b.policy) {
+                    models.push(b);
+                }
+            }
+        }
+        match Scorer::build(cfg, self.seed, models) {
+            Ok(scorer) => {
+                let ids: Vec<&str> = scorer.models().iter().map(|m| m.id.as_str()).collect();
+                log(LogLevel::Info, &format!("edgescore: registry generation {} (manifest {}) serving [{}]", record.generation, record.sequence, ids.join(", ")));
+                for p in scorer.models() {
+                    if let Some(v) = p.id.rsplit_once('@').and_then(|(_, v)| v.parse::<u64>().ok()).filter(|_| p.registry) {
+                        let kind = if p.shadow { "shadow_version" } else { "version" };
+                        if let Ok(id) = hostcalls::define_metric(MetricType::Gauge, &format!("edgescore.registry.{kind}.{}", p.name)) {
+                            let _ = hostcalls::record_metric(id, v);
+                        }
+                    }
+                }
+                *self.active.borrow_mut() = Some(Active::new(scorer));
+                self.updates.swapped(entries);
+                if let Some(m) = m {
+                    let _ = hostcalls::increment_metric(m.swaps, 1);
+                }
+            }
+            Err(e) => {
+                log(LogLevel::Warn, &format!("edgescore: registry generation {} refused by this configuration: {e}; the previous models keep serving", record.generation));
+                self.updates.refused(&record);
+                if let Some(m) = m {
+                    let _ = hostcalls::increment_metric(m.refused, 1);
+                }
+            }
+        }
+    }
+}
+
+fn log(level: LogLevel, message: &str) {
+    let _ = hostcalls::log(level, message);
 }

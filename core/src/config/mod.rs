@@ -6,10 +6,12 @@
 use serde::Deserialize;
 
 mod error;
+pub mod registry;
 pub mod text;
 
 pub use crate::action::{ActionKind, DEFAULT_BLOCK_BODY, DEFAULT_BLOCK_STATUS};
 pub use error::ConfigError;
+pub use registry::RegistryConfig;
 pub use text::TextConfig;
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
@@ -53,6 +55,9 @@ pub struct PluginConfig {
     /// The text path: qualifying bodies go to the NLP service (absent: no text scoring).
     #[serde(default)]
     pub text: Option<TextConfig>,
+    /// The signed model registry (absent: only the bootstrap artifacts above are served).
+    #[serde(default)]
+    pub registry: Option<RegistryConfig>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -99,8 +104,14 @@ impl Default for MetricsConfig {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ModelConfig {
-    /// The compiled `.esm` artifact, standard base64.
-    pub artifact: String,
+    /// The model's name (as its artifact names it): how registry models find their policy.
+    /// Required without `artifact`; must match the artifact's name with it.
+    #[serde(default)]
+    pub name: Option<String>,
+    /// A compiled `.esm` artifact, standard base64: the bootstrap model, served until the
+    /// registry delivers this model (and always, without a registry).
+    #[serde(default)]
+    pub artifact: Option<String>,
     /// The score at or above which the action applies.
     pub threshold: f64,
     /// Which output is the score (class index for multiclass models; default 0).
@@ -152,6 +163,16 @@ impl PluginConfig {
             return Err(ConfigError::new("models", "at least one model is required"));
         }
         for (i, m) in self.models.iter().enumerate() {
+            match (&m.name, &m.artifact, &self.registry) {
+                (None, None, _) => return Err(ConfigError::new(format!("models[{i}]"), "needs `name` (a registry model) or `artifact` (a bootstrap model)")),
+                (Some(_), None, None) => return Err(ConfigError::new(format!("models[{i}].artifact"), "required without a `registry`")),
+                _ => {}
+            }
+            if let Some(name) = &m.name {
+                if self.models[..i].iter().any(|o| o.name.as_ref() == Some(name)) {
+                    return Err(ConfigError::new(format!("models[{i}].name"), format!("a model named `{name}` is already configured")));
+                }
+            }
             if !m.threshold.is_finite() {
                 return Err(ConfigError::new(format!("models[{i}].threshold"), "must be a finite number"));
             }
@@ -163,6 +184,9 @@ impl PluginConfig {
                     return Err(ConfigError::new(format!("models[{i}].status"), format!("{s} is not an HTTP status (200-599)")));
                 }
             }
+        }
+        if let Some(r) = &self.registry {
+            r.check()?;
         }
         if let Some(t) = &self.text {
             t.check()?;

@@ -13,6 +13,8 @@ fn decision(extra: &str) -> Decision {
     let policy = |name: &str, threshold: f64, action: ActionKind| ModelPolicy {
         name: name.into(),
         id: format!("{name}@v1"),
+        shadow: false,
+        registry: false,
         threshold,
         output: 0,
         action,

@@ -132,6 +132,15 @@ impl Host {
         Ok(vm)
     }
 
+    /// The same module, process state (shared data, stats, clusters) and clock, for a plugin
+    /// with another `root_id`: Envoy's singleton service VM (`envoy.bootstrap.wasm`) beside the
+    /// filter's worker VMs, sharing data because they share the `vm_id`.
+    pub fn with_root_id(&self, root_id: &str) -> Host {
+        let mut opts = (*self.opts).clone();
+        opts.root_id = root_id.to_string();
+        Host { opts: Arc::new(opts), ..self.clone() }
+    }
+
     /// Makes `name` a known cluster for `proxy_http_call`.
     pub fn add_cluster(&self, name: &str) {
         self.shared
