@@ -221,7 +221,8 @@ impl Scorer {
         l.clear();
         let _ = write!(l, "{{\"v\":1,\"decision\":\"{}\",\"mode\":\"{}\",\"scores\":{{", v.action.name(), mode_name(self.decision.mode()));
         for (i, (p, s)) in self.decision.models().iter().zip(&self.scores).enumerate() {
-            let _ = write!(l, "{}\"{}\":", if i > 0 { "," } else { "" }, p.id);
+            // As in the score header: a shadow challenger is marked (room: the 40 per model above).
+            let _ = write!(l, "{}\"{}{}\":", if i > 0 { "," } else { "" }, p.id, if p.shadow { "~shadow" } else { "" });
             json_number(l, *s);
         }
         l.extend_from_slice(b"},\"features\":{");

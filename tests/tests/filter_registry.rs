@@ -68,7 +68,7 @@ impl Rig {
         std::fs::create_dir_all(dir.0.join("registry")).unwrap();
         let public = std::fs::read_to_string(base.with_extension("pub")).unwrap();
         let config = format!(
-            r#"{{"mode":"enforce","hash_key":"test-key-0123456789","models":[
+            r#"{{"mode":"enforce","hash_key":"test-key-0123456789","feature_log":{{"sample_rate":1}},"models":[
                 {{"name":"bot","threshold":0.9,"action":"block","status":403}}],
               "registry":{{"cluster":"registry","public_keys":[{public}],"poll_seconds":1,
                 "check_ms":10,"slice_bytes":{SLICE},"max_artifact_bytes":4194304}}}}"#
@@ -159,6 +159,12 @@ impl Rig {
 
 /// The score header and the decision header of one request with `headers` headers.
 fn request(vm: &mut Vm, headers: usize) -> (String, String, Option<u16>) {
+    let (scores, decision, reply, _) = request_logged(vm, headers);
+    (scores, decision, reply)
+}
+
+/// `request`, with the feature-log line (filter state; every request is sampled).
+fn request_logged(vm: &mut Vm, headers: usize) -> (String, String, Option<u16>, String) {
     let s = vm.stream();
     let mut h = vec![(":method".to_string(), "GET".to_string()), (":path".to_string(), "/".to_string()), (":authority".to_string(), "shop.example.com".to_string())];
     for j in 0..headers.saturating_sub(3) {
@@ -168,8 +174,9 @@ fn request(vm: &mut Vm, headers: usize) -> (String, String, Option<u16>) {
     let reply = s.local_reply().map(|r| r.status as u16);
     let scores = s.request_headers().get_str("x-edgescore").unwrap_or_default();
     let decision = s.request_headers().get_str("x-edgescore-decision").unwrap_or_default();
+    let log = String::from_utf8(s.filter_state("edgescore.features").unwrap_or_default()).unwrap();
     vm.done(&s).unwrap();
-    (scores, decision, reply)
+    (scores, decision, reply, log)
 }
 
 fn heap(vm: &mut Vm) -> u64 {
@@ -240,8 +247,10 @@ fn a_shadow_model_scores_beside_the_active_one_and_never_acts() {
     rig.publish(&bot(4.0, 0), true); // would block requests with fewer than 4 headers
     rig.poll();
     rig.swap_all(10);
-    let (scores, decision, reply) = request(&mut rig.workers[1], 3);
+    let (scores, decision, reply, log) = request_logged(&mut rig.workers[1], 3);
     assert_eq!(reply, None, "the shadow model acted");
+    // Feature-logged beside the active model, marked, so a training table tells them apart.
+    assert!(log.contains(r#""bot@1":"#) && log.contains(r#""bot@2~shadow":"#), "{log}");
     assert!(scores.contains("bot@1=") && scores.contains("bot@2~shadow="), "{scores}");
     assert!(!decision.contains("block"), "{decision}");
     assert_eq!(rig.poller.metric("edgescore.registry.shadow_version.bot"), Some(2));
