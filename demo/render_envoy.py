@@ -214,7 +214,7 @@ static_resources:
                 # Envoy turns that Pause into StopAllIteration: the body never reaches the
                 # filter and the request hangs until the route timeout.
                 allow_on_headers_stop_iteration: true
-                vm_config:
+                vm_config: &vm
                   vm_id: edgescore
                   runtime: envoy.wasm.runtime.v8
                   code:
@@ -300,8 +300,8 @@ __PLUGIN_JSON__
 
 # The registry poller: one VM of the same .wasm on Envoy's main thread (singleton), never on a
 # worker. It polls the manifest, verifies signatures and artifacts, and hands accepted models
-# to the workers through shared data, which Envoy scopes by vm_id: so the vm_config must be the
-# filter's. root_id edgescore_registry gives the VM its role.
+# to the workers through shared data, which Envoy scopes by vm_id: so the vm_config is the
+# filter's (*vm). root_id edgescore_registry gives the VM its role.
 bootstrap_extensions:
 - name: envoy.bootstrap.wasm
   typed_config:
@@ -310,12 +310,7 @@ bootstrap_extensions:
     config:
       name: edgescore_registry
       root_id: edgescore_registry
-      vm_config:
-        vm_id: edgescore
-        runtime: envoy.wasm.runtime.v8
-        code:
-          local:
-            filename: __WASM__
+      vm_config: *vm
       configuration: *plugin
 
 admin:
