@@ -54,6 +54,7 @@ SCHEMA = ROOT / "models" / "example" / "schema.json"
 OHA_VERSION = "1.16.0"
 OHA = ROOT / "target" / "tools" / "bin" / "oha"
 CONNECTIONS = 32
+SWAPS = "wasmcustom.edgescore.registry.swaps"
 WORKERS = 2
 # The models every request runs, at thresholds above 1: all are scored, none answers locally.
 NEVER = tuple(render_envoy.ModelPolicy(m.name, 1.5, "tag") for m in render_envoy.EXAMPLE_MODELS)
@@ -147,7 +148,7 @@ class Bench:
         e.port = port
         e.start()
         deadline = time.monotonic() + 30
-        while counter(e, "wasmcustom.edgescore.registry.swaps") < WORKERS + 1:
+        while counter(e, SWAPS) < WORKERS + 1:
             if time.monotonic() > deadline:
                 raise RuntimeError(f"{name}: no models from the registry\n{e.log_tail()}")
             time.sleep(0.2)
@@ -201,25 +202,41 @@ class Bench:
         finally:
             e.stop()
 
-    def measure(self, name: str, e: envoyctl.Envoy, rate: float, during=None) -> dict:
-        """Warm-up, then `duration` s of load while `during(stop)` runs in a thread."""
+    def measure(self, name: str, e: envoyctl.Envoy, rate: float, updates: str, during=None) -> dict:
+        """Warm-up, then `duration` s of load while `during(stop, marks)` runs in a thread and
+        another samples the counter `updates` (every 100 ms, in every run alike) to time when
+        the updates took effect."""
         self.oha_run(e.port, self.work / f"{name}.warm.db", 5, rate)
         stop = threading.Event()
         marks: list[float] = []
-        t = None
+        applied: list[float] = []
+
+        def sample() -> None:
+            last = counter(e, updates)
+            while not stop.wait(0.1):
+                now = counter(e, updates)
+                if now > last:
+                    applied.append(time.time())
+                last = now
+
+        threads = [threading.Thread(target=sample, daemon=True)]
         if during is not None:
-            t = threading.Thread(target=during, args=(stop, marks), daemon=True)
+            threads.append(threading.Thread(target=during, args=(stop, marks), daemon=True))
         db = self.work / f"{name}.db"
         t0 = time.time()
-        if t:
+        for t in threads:
             t.start()
         summary = self.oha_run(e.port, db, self.args.duration, rate)
         stop.set()
-        if t:
+        for t in threads:
             t.join(30)
         res = analyse(db)
-        # Requests that got no response at all (oha records only answered ones in the db).
-        res["errors"] = sum(summary.get("errorDistribution", {}).values())
+        res["applied_s"] = [round(m - t0, 3) for m in applied]
+        # Requests that got no response at all (oha records only answered ones in the db); the
+        # ones oha itself cut off at the end of the run are not Envoy's doing.
+        dist = summary.get("errorDistribution", {})
+        res["error_kinds"] = dist
+        res["errors"] = sum(n for kind, n in dist.items() if "deadline" not in kind)
         res["marks_s"] = [round(m - t0, 3) for m in marks]
         res["rss_kib"] = rss_kib(e)
         return res
@@ -282,8 +299,10 @@ def plot(results: dict, path: Path) -> None:
     for key, label in (("a", "(a) steady"), ("b", "(b) registry: publish every second"), ("c", "(c) inline config via LDS every second")):
         ys = results[key]["p999_per_second_ms"]
         ax.plot(range(len(ys)), ys, label=label, lw=1.4)
-    for i, m in enumerate(results["b"]["marks_s"]):
-        ax.axvline(m, color="tab:orange", alpha=0.25, lw=0.8, label="(b) publish" if i == 0 else None)
+    for i, m in enumerate(results["b"]["applied_s"]):
+        ax.axvline(m, color="tab:orange", alpha=0.3, lw=0.8, label="(b) a swap (100 ms resolution)" if i == 0 else None)
+    for i, m in enumerate(results["c"]["applied_s"]):
+        ax.axvline(m, color="tab:green", alpha=0.3, lw=0.8, ls=":", label="(c) an LDS update applied" if i == 0 else None)
     ax.set_yscale("log")
     ax.set_xlabel("second of the run")
     ax.set_ylabel("p999 latency (ms, CO-corrected)")
@@ -340,39 +359,39 @@ def main(argv: list[str] | None = None) -> int:
 
         e = bench.registry_envoy("steady")
         started.append(e)
-        results["a"] = bench.measure("a", e, rate)
+        results["a"] = bench.measure("a", e, rate, SWAPS)
         e.stop()
 
         e = bench.registry_envoy("registry")
         started.append(e)
-        swaps0 = counter(e, "wasmcustom.edgescore.registry.swaps")
+        swaps0 = counter(e, SWAPS)
         rss_first: dict = {}
 
         def publishing(stop: threading.Event, marks: list[float]) -> None:
             while not stop.is_set():
                 marks.append(time.time())
                 bench.publish_next_bot()
-                if not rss_first and counter(e, "wasmcustom.edgescore.registry.swaps") - swaps0 >= 10:
-                    rss_first.update(swaps=counter(e, "wasmcustom.edgescore.registry.swaps") - swaps0, kib=rss_kib(e))
+                if not rss_first and counter(e, SWAPS) - swaps0 >= 10:
+                    rss_first.update(swaps=counter(e, SWAPS) - swaps0, kib=rss_kib(e))
                 stop.wait(max(0.0, 1.0 - (time.time() - marks[-1])))
 
-        results["b"] = bench.measure("b", e, rate, publishing)
-        results["swaps_b"] = counter(e, "wasmcustom.edgescore.registry.swaps") - swaps0
+        results["b"] = bench.measure("b", e, rate, SWAPS, publishing)
+        results["swaps_b"] = counter(e, SWAPS) - swaps0
         time.sleep(2)  # the access log's last lines
         by = scored_by(work / "registry.access.log")
         results["scored_by_b"] = by
         stray = {k: n for k, n in by.items() if k not in bench.published and k != "bot@1"}
         # RSS over many swaps, without load.
         print(f"publishing until {args.rss_swaps} swaps (RSS) ...", flush=True)
-        while counter(e, "wasmcustom.edgescore.registry.swaps") - swaps0 < args.rss_swaps:
+        while counter(e, SWAPS) - swaps0 < args.rss_swaps:
             t = time.time()
             bench.publish_next_bot()
-            if not rss_first and counter(e, "wasmcustom.edgescore.registry.swaps") - swaps0 >= 10:
-                rss_first.update(swaps=counter(e, "wasmcustom.edgescore.registry.swaps") - swaps0, kib=rss_kib(e))
+            if not rss_first and counter(e, SWAPS) - swaps0 >= 10:
+                rss_first.update(swaps=counter(e, SWAPS) - swaps0, kib=rss_kib(e))
             time.sleep(max(0.0, 1.0 - (time.time() - t)))
         time.sleep(2)
         results["rss"] = {"swaps_first": rss_first.get("swaps"), "first_kib": rss_first.get("kib"),
-                          "swaps_last": counter(e, "wasmcustom.edgescore.registry.swaps") - swaps0, "last_kib": rss_kib(e)}
+                          "swaps_last": counter(e, SWAPS) - swaps0, "last_kib": rss_kib(e)}
         e.stop()
 
         e, push = bench.inline_envoy("inline")
@@ -386,7 +405,7 @@ def main(argv: list[str] | None = None) -> int:
                 push(bench.arts["bot-alt" if flip else "bot"])
                 stop.wait(max(0.0, 1.0 - (time.time() - marks[-1])))
 
-        results["c"] = bench.measure("c", e, rate, pushing)
+        results["c"] = bench.measure("c", e, rate, "listener_manager.lds.update_success", pushing)
         results["lds_updates_c"] = counter(e, "listener_manager.lds.update_success")
         e.stop()
 
