@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Model updates under load (docs/registry.md): what a live swap costs the requests in flight.
 
-    .venv/bin/python -m benches.swap_load.run [--duration 60] [--rate R] [--rss-swaps 600]
-                                              [--write-readme]
+    .venv/bin/python -m benches.swap_load.run [--duration 60] [--rounds 2] [--rate R]
+                                              [--rss-swaps 600] [--write-readme]
 
 A real Envoy (`--concurrency 2`) with the edgescore filter on reference-size models (300 trees
 of depth 6 each, target/bench-models, `make bench-models`) answers every request itself (a
@@ -10,7 +10,8 @@ of depth 6 each, target/bench-models, `make bench-models`) answers every request
 target/tools on first use) sends an open-loop, constant-rate load — half of what this Envoy
 answers closed-loop here, measured first — with coordinated-omission correction, and records
 every request (start, corrected start, end, status) in SQLite, from which the percentiles and
-the per-second p999 are computed. Three runs of `--duration` seconds each, after a 5 s warm-up:
+the per-second p999 are computed. Three runs of `--duration` seconds each, after a 5 s warm-up,
+interleaved over `--rounds` rounds (a b c a b c ...; medians and every round's p999 reported):
 
   (a) steady     models from the registry, nothing published;
   (b) registry   a new version of `bot` published every second (`edgescore publish`,
@@ -20,8 +21,8 @@ the per-second p999 are computed. Three runs of `--duration` seconds each, after
                  configuration of a listener pushed every second through file-based LDS.
 
 Every request's score header goes to an access log, which shows that each request was scored
-by a published version (runs a, b: `bot@N` for a manifest version N). Then, without load, the
-publishing goes on until the workers have swapped `--rss-swaps` times: Envoy's RSS after that
+by a published version (`bot@N` for a manifest version N). After the last round's (b), without
+load, the publishing goes on until the workers have swapped `--rss-swaps` times: Envoy's RSS after that
 against after 10 swaps. Output: a table, results.json, p999.png (p999 per second, swaps
 marked) and, with --write-readme, the results section of README.md. Every process started is
 stopped by PID.
@@ -34,7 +35,9 @@ import base64
 import json
 import os
 import platform
+import shutil
 import sqlite3
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -312,26 +315,54 @@ def plot(results: dict, path: Path) -> None:
     fig.savefig(path, dpi=110)
 
 
+LABELS = (("a", "(a) steady"), ("b", "(b) registry, publish every 1 s"), ("c", "(c) inline config (LDS) every 1 s"))
+METRICS = ("p50_ms", "p99_ms", "p999_ms")
+
+
+def summarise(runs: list[dict]) -> dict:
+    """Over rounds: the median of each percentile, the p999 of every round, and the sums."""
+    out = {m: statistics.median(r[m] for r in runs) for m in METRICS}
+    out.update(max_ms=max(r["max_ms"] for r in runs), p999_rounds_ms=[round(r["p999_ms"], 2) for r in runs], requests=sum(r["requests"] for r in runs),
+               non2xx=sum(r["non2xx"] for r in runs), errors=sum(r["errors"] for r in runs))
+    return out
+
+
+def table(results: dict) -> list[str]:
+    rows = ["| run | requests | p50 ms | p99 ms | p999 ms (median) | p999 ms per round | max ms | non-2xx | no response |",
+            "|---|---|---|---|---|---|---|---|---|"]
+    for key, label in LABELS:
+        r = results["summary"][key]
+        rows.append(f"| {label} | {r['requests']} | {r['p50_ms']:.2f} | {r['p99_ms']:.2f} | {r['p999_ms']:.2f} | "
+                    f"{', '.join(f'{x:.1f}' for x in r['p999_rounds_ms'])} | {r['max_ms']:.1f} | {r['non2xx']} | {r['errors']} |")
+    return rows
+
+
+def conclusions(results: dict) -> list[str]:
+    a, b, c = (results["summary"][k] for k in "abc")
+    rss = results["rss"]
+    lines = [
+        f"- (b)/(a): p999 {b['p999_ms'] / a['p999_ms']:.2f}x, p99 {b['p99_ms'] / a['p99_ms']:.2f}x (medians over rounds); "
+        f"(c)/(a): p999 {c['p999_ms'] / a['p999_ms']:.2f}x, p99 {c['p99_ms'] / a['p99_ms']:.2f}x.",
+        f"- (b): {results['publishes_b']} publishes, {results['swaps_b']} swaps (each worker's root context and the one "
+        f"Envoy keeps on its main thread); requests by the `bot` version that scored them: "
+        f"{len(results['scored_by_b'])} versions, "
+        f"{'every one a published manifest version' if not results['stray_b'] else 'NOT published: ' + str(results['stray_b'])}.",
+    ]
+    if rss.get("first_kib"):
+        lines.append(f"- Envoy RSS after {rss['swaps_first']} swaps {rss['first_kib'] / 1024:.1f} MiB, after {rss['swaps_last']} "
+                     f"swaps {rss['last_kib'] / 1024:.1f} MiB: {rss['last_kib'] / rss['first_kib']:.3f}x.")
+    return lines
+
+
 def write_readme(results: dict, cmd: str) -> None:
     readme = HERE / "README.md"
-    rows = []
-    for key, label in (("a", "(a) steady"), ("b", "(b) registry, publish every 1 s"), ("c", "(c) inline config (LDS) every 1 s")):
-        r = results[key]
-        rows.append(f"| {label} | {r['requests']} | {r['p50_ms']:.2f} | {r['p99_ms']:.2f} | {r['p999_ms']:.2f} | {r['max_ms']:.1f} | {r['non2xx']} | {r['errors']} |")
-    a, b = results["a"], results["b"]
     section = "\n".join([
         "## Results", "",
         f"`{cmd}` on {results['machine']}, {results['date']}: {results['rate']:.0f} req/s open-loop "
-        f"(half of the {results['capacity']:.0f} req/s measured closed-loop), {results['duration']} s per run, "
-        f"{CONNECTIONS} connections, latencies corrected for coordinated omission.", "",
-        "| run | requests | p50 ms | p99 ms | p999 ms | max ms | non-2xx | no response |", "|---|---|---|---|---|---|---|---|", *rows, "",
-        f"- (b)/(a): p999 {b['p999_ms'] / a['p999_ms']:.2f}x, p99 {b['p99_ms'] / a['p99_ms']:.2f}x; "
-        f"{len(b['marks_s'])} publishes during (b), {results['swaps_b']} swaps (each worker and Envoy's main-thread root context).",
-        f"- Requests per scoring `bot` version in (b): {results['scored_by_b']} (published: every one is a manifest version).",
-        f"- Envoy RSS after {results['rss']['swaps_first']} swaps {results['rss']['first_kib'] / 1024:.1f} MiB, after "
-        f"{results['rss']['swaps_last']} swaps {results['rss']['last_kib'] / 1024:.1f} MiB: "
-        f"{results['rss']['last_kib'] / results['rss']['first_kib']:.3f}x.",
-        "", "![p999 per second](p999.png)", ""])
+        f"(half of the {results['capacity']:.0f} req/s measured closed-loop), {results['rounds']} interleaved rounds "
+        f"(a b c a b c ...) of {results['duration']} s per run, {CONNECTIONS} connections, latencies corrected for "
+        f"coordinated omission.", "", *table(results), "", *conclusions(results), "",
+        "p999 per second of the last round (swaps and LDS updates marked):", "", "![p999 per second](p999.png)", ""])
     text = readme.read_text() if readme.exists() else "# swap_load\n"
     head = text.split("## Results", 1)[0].rstrip() + "\n\n"
     readme.write_text(head + section)
@@ -340,6 +371,7 @@ def write_readme(results: dict, cmd: str) -> None:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--duration", type=int, default=60)
+    ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--rate", type=float, help="requests/s (default: half the measured capacity)")
     ap.add_argument("--rss-swaps", type=int, default=600)
     ap.add_argument("--write-readme", action="store_true")
@@ -353,75 +385,75 @@ def main(argv: list[str] | None = None) -> int:
     try:
         cap = bench.capacity()
         rate = args.rate or round(cap / 2)
-        print(f"capacity {cap:.0f} req/s closed-loop; load {rate:.0f} req/s open-loop, {args.duration} s per run", flush=True)
-        results: dict = {"capacity": cap, "rate": rate, "duration": args.duration, "machine": f"{platform.machine()}, {os.cpu_count()} cores",
-                         "date": time.strftime("%Y-%m-%d")}
-
-        e = bench.registry_envoy("steady")
-        started.append(e)
-        results["a"] = bench.measure("a", e, rate, SWAPS)
-        e.stop()
-
-        e = bench.registry_envoy("registry")
-        started.append(e)
-        swaps0 = counter(e, SWAPS)
+        print(f"capacity {cap:.0f} req/s closed-loop; load {rate:.0f} req/s open-loop, {args.rounds} rounds of "
+              f"{args.duration} s per run", flush=True)
+        results: dict = {"capacity": cap, "rate": rate, "duration": args.duration, "rounds": args.rounds,
+                         "machine": f"{platform.machine()}, {os.cpu_count()} cores", "date": time.strftime("%Y-%m-%d"),
+                         "runs": {"a": [], "b": [], "c": []}, "publishes_b": 0, "swaps_b": 0, "scored_by_b": {}}
         rss_first: dict = {}
+        for rnd in range(args.rounds):
+            last = rnd == args.rounds - 1
+            e = bench.registry_envoy(f"steady{rnd}")
+            started.append(e)
+            results["runs"]["a"].append(bench.measure(f"a{rnd}", e, rate, SWAPS))
+            e.stop()
 
-        def publishing(stop: threading.Event, marks: list[float]) -> None:
-            while not stop.is_set():
-                marks.append(time.time())
-                bench.publish_next_bot()
-                if not rss_first and counter(e, SWAPS) - swaps0 >= 10:
-                    rss_first.update(swaps=counter(e, SWAPS) - swaps0, kib=rss_kib(e))
-                stop.wait(max(0.0, 1.0 - (time.time() - marks[-1])))
+            e = bench.registry_envoy(f"registry{rnd}")
+            started.append(e)
+            swaps0 = counter(e, SWAPS)
 
-        results["b"] = bench.measure("b", e, rate, SWAPS, publishing)
-        results["swaps_b"] = counter(e, SWAPS) - swaps0
-        time.sleep(2)  # the access log's last lines
-        by = scored_by(work / "registry.access.log")
-        results["scored_by_b"] = by
-        stray = {k: n for k, n in by.items() if k not in bench.published and k != "bot@1"}
-        # RSS over many swaps, without load.
-        print(f"publishing until {args.rss_swaps} swaps (RSS) ...", flush=True)
-        while counter(e, SWAPS) - swaps0 < args.rss_swaps:
-            t = time.time()
-            bench.publish_next_bot()
-            if not rss_first and counter(e, SWAPS) - swaps0 >= 10:
-                rss_first.update(swaps=counter(e, SWAPS) - swaps0, kib=rss_kib(e))
-            time.sleep(max(0.0, 1.0 - (time.time() - t)))
-        time.sleep(2)
-        results["rss"] = {"swaps_first": rss_first.get("swaps"), "first_kib": rss_first.get("kib"),
-                          "swaps_last": counter(e, SWAPS) - swaps0, "last_kib": rss_kib(e)}
-        e.stop()
+            def publishing(stop: threading.Event, marks: list[float], e=e, swaps0=swaps0, last=last) -> None:
+                while not stop.is_set():
+                    marks.append(time.time())
+                    bench.publish_next_bot()
+                    if last and not rss_first and counter(e, SWAPS) - swaps0 >= 10:
+                        rss_first.update(swaps=counter(e, SWAPS) - swaps0, kib=rss_kib(e))
+                    stop.wait(max(0.0, 1.0 - (time.time() - marks[-1])))
 
-        e, push = bench.inline_envoy("inline")
-        started.append(e)
+            run = bench.measure(f"b{rnd}", e, rate, SWAPS, publishing)
+            results["runs"]["b"].append(run)
+            results["publishes_b"] += len(run["marks_s"])
+            results["swaps_b"] += counter(e, SWAPS) - swaps0
+            time.sleep(2)  # the access log's last lines
+            for k, n in scored_by(work / f"registry{rnd}.access.log").items():
+                results["scored_by_b"][k] = results["scored_by_b"].get(k, 0) + n
+            if last:
+                # RSS over many swaps, without load.
+                print(f"publishing until {args.rss_swaps} swaps (RSS) ...", flush=True)
+                while counter(e, SWAPS) - swaps0 < args.rss_swaps:
+                    t = time.time()
+                    bench.publish_next_bot()
+                    if not rss_first and counter(e, SWAPS) - swaps0 >= 10:
+                        rss_first.update(swaps=counter(e, SWAPS) - swaps0, kib=rss_kib(e))
+                    time.sleep(max(0.0, 1.0 - (time.time() - t)))
+                time.sleep(2)
+                results["rss"] = {"swaps_first": rss_first.get("swaps"), "first_kib": rss_first.get("kib"),
+                                  "swaps_last": counter(e, SWAPS) - swaps0, "last_kib": rss_kib(e)}
+            e.stop()
 
-        def pushing(stop: threading.Event, marks: list[float]) -> None:
-            flip = False
-            while not stop.is_set():
-                marks.append(time.time())
-                flip = not flip
-                push(bench.arts["bot-alt" if flip else "bot"])
-                stop.wait(max(0.0, 1.0 - (time.time() - marks[-1])))
+            e, push = bench.inline_envoy(f"inline{rnd}")
+            started.append(e)
 
-        results["c"] = bench.measure("c", e, rate, "listener_manager.lds.update_success", pushing)
-        results["lds_updates_c"] = counter(e, "listener_manager.lds.update_success")
-        e.stop()
+            def pushing(stop: threading.Event, marks: list[float], push=push) -> None:
+                flip = False
+                while not stop.is_set():
+                    marks.append(time.time())
+                    flip = not flip
+                    push(bench.arts["bot-alt" if flip else "bot"])
+                    stop.wait(max(0.0, 1.0 - (time.time() - marks[-1])))
 
-        print(f"\n{'run':40} {'requests':>9} {'p50 ms':>8} {'p99 ms':>8} {'p999 ms':>8} {'max ms':>8} {'non-2xx':>8} {'no resp':>8}")
-        for key, label in (("a", "(a) steady"), ("b", "(b) registry, publish every 1 s"), ("c", "(c) inline config (LDS) every 1 s")):
-            r = results[key]
-            print(f"{label:40} {r['requests']:>9} {r['p50_ms']:>8.2f} {r['p99_ms']:>8.2f} {r['p999_ms']:>8.2f} {r['max_ms']:>8.1f} {r['non2xx']:>8} {r['errors']:>8}")
-        a, b = results["a"], results["b"]
-        print(f"(b)/(a) p999 {b['p999_ms'] / a['p999_ms']:.2f}x; swaps during (b) {results['swaps_b']}; "
-              f"requests by bot version {by}; not a published version: {stray or 'none'}")
-        rss = results["rss"]
-        if rss["first_kib"]:
-            print(f"RSS after {rss['swaps_first']} swaps {rss['first_kib']} KiB, after {rss['swaps_last']} swaps "
-                  f"{rss['last_kib']} KiB: {rss['last_kib'] / rss['first_kib']:.3f}x")
+            results["runs"]["c"].append(bench.measure(f"c{rnd}", e, rate, "listener_manager.lds.update_success", pushing))
+            e.stop()
+            print(f"round {rnd + 1}: p999 ms " + ", ".join(f"{k} {results['runs'][k][-1]['p999_ms']:.1f}" for k in "abc"), flush=True)
+
+        results["summary"] = {k: summarise(results["runs"][k]) for k in "abc"}
+        # bot@1 is what every Envoy starts with; the others must be versions the bench published.
+        results["stray_b"] = {k: n for k, n in results["scored_by_b"].items() if k not in bench.published and k != "bot@1"}
+        print()
+        print("\n".join(table(results)))
+        print("\n".join(conclusions(results)))
         (HERE / "results.json").write_text(json.dumps(results, indent=1) + "\n")
-        plot(results, HERE / "p999.png")
+        plot({k: results["runs"][k][-1] for k in "abc"} | {"rate": rate}, HERE / "p999.png")
         if args.write_readme:
             write_readme(results, "make bench-swap")
         return 0
@@ -430,10 +462,7 @@ def main(argv: list[str] | None = None) -> int:
             e.stop()
         bench.server.down()
         if not os.environ.get("EDGESCORE_BENCH_KEEP"):
-            import shutil
-
             shutil.rmtree(work, ignore_errors=True)
-
 
 if __name__ == "__main__":
     sys.exit(main())
