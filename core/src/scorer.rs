@@ -27,6 +27,7 @@ pub struct Scorer {
 }
 
 /// A model ready to serve: its validated bytes and where it came from.
+#[derive(Clone)]
 pub struct Served {
     pub model: Model,
     /// Its policy: the index in the configuration's `models`.

@@ -26,6 +26,9 @@ pub struct Plugin {
     config_errors: Option<u32>,
     /// The configuration in force (registry models are built against it).
     cfg: Option<PluginConfig>,
+    /// Its bootstrap models, decoded and validated once: a swap clones them (a copy of
+    /// validated bytes) instead of decoding the configuration's base64 again.
+    bootstrap: Vec<Served>,
     seed: u64,
     updates: Updates,
     update_metrics: Option<UpdateMetrics>,
@@ -46,16 +49,19 @@ impl RootContext for Plugin {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0x9e37_79b9_7f4a_7c15, |d| d.as_nanos() as u64);
         let built = PluginConfig::parse(&json).and_then(|cfg| {
+            let bootstrap = Scorer::bootstrap(&cfg)?;
             // Models this worker already took from the registry stay: a configuration change
             // (a threshold, say) must not fall back to the bootstrap models.
-            let mut models = Scorer::bootstrap(&cfg)?;
-            if cfg.registry.is_some() {
-                models = self.with_registry_models(&cfg, models);
-            }
-            Ok((Scorer::build(&cfg, self.seed, models)?, cfg))
+            let loaded = self.updates.loaded().iter().filter(|_| cfg.registry.is_some());
+            let registry = loaded.filter_map(|(entry, model)| {
+                let policy = Scorer::policy_of(&cfg, &entry.name)?;
+                Some(Served { model: model.clone(), policy, version: Some(entry.version), shadow: entry.mode == ModelMode::Shadow })
+            });
+            let models = with_bootstrap(registry.collect(), &bootstrap);
+            Ok((Scorer::build(&cfg, self.seed, models)?, cfg, bootstrap))
         });
         match built {
-            Ok((scorer, cfg)) => {
+            Ok((scorer, cfg, bootstrap)) => {
                 let models: Vec<&str> = scorer.models().iter().map(|m| m.id.as_str()).collect();
                 let from_registry = match &cfg.registry {
                     Some(r) => format!("; from the registry (cluster `{}`): {}", r.cluster, cfg.models.iter().filter_map(|m| m.name.as_deref()).collect::<Vec<_>>().join(", ")),
@@ -73,6 +79,7 @@ impl RootContext for Plugin {
                     let _ = hostcalls::set_tick_period(Duration::from_millis(reg.check_ms as u64 + jitter));
                 }
                 self.cfg = Some(cfg);
+                self.bootstrap = bootstrap;
                 true
             }
             Err(e) => {
@@ -107,22 +114,6 @@ impl RootContext for Plugin {
 }
 
 impl Plugin {
-    /// `bootstrap` with every model the registry delivered to this worker in its place.
-    fn with_registry_models(&self, cfg: &PluginConfig, bootstrap: Vec<Served>) -> Vec<Served> {
-        let mut models: Vec<Served> = Vec::new();
-        for (entry, model) in self.updates.loaded() {
-            if let Some(policy) = Scorer::policy_of(cfg, &entry.name) {
-                models.push(Served { model: model.clone(), policy, version: Some(entry.version), shadow: entry.mode == ModelMode::Shadow });
-            }
-        }
-        for b in bootstrap {
-            if !models.iter().any(|m| !m.shadow && m.policy == b.policy) {
-                models.push(b);
-            }
-        }
-        models
-    }
-
     /// Builds a scorer from a record's models (plus bootstrap models the record does not
     /// replace) and swaps it in. The old scorer is dropped here, between two requests.
     fn swap(&mut self, record: Record, served: Vec<(edgescore_core::handoff::RecordModel, Served)>) {
@@ -136,23 +127,15 @@ impl Plugin {
             entries.push((entry, s.model.clone()));
             models.push(s);
         }
-        if let Ok(bootstrap) = Scorer::bootstrap(cfg) {
-            for b in bootstrap {
-                if !models.iter().any(|m| !m.shadow && m.policy == b.policy) {
-                    models.push(b);
-                }
-            }
-        }
+        let models = with_bootstrap(models, &self.bootstrap);
         match Scorer::build(cfg, self.seed, models) {
             Ok(scorer) => {
                 let ids: Vec<&str> = scorer.models().iter().map(|m| m.id.as_str()).collect();
                 log(LogLevel::Info, &format!("edgescore: registry generation {} (manifest {}) serving [{}]", record.generation, record.sequence, ids.join(", ")));
-                for p in scorer.models() {
-                    if let Some(v) = p.id.rsplit_once('@').and_then(|(_, v)| v.parse::<u64>().ok()).filter(|_| p.registry) {
-                        let kind = if p.shadow { "shadow_version" } else { "version" };
-                        if let Ok(id) = hostcalls::define_metric(MetricType::Gauge, &format!("edgescore.registry.{kind}.{}", p.name)) {
-                            let _ = hostcalls::record_metric(id, v);
-                        }
+                for (e, _) in &entries {
+                    let kind = if e.mode == ModelMode::Shadow { "shadow_version" } else { "version" };
+                    if let Ok(id) = hostcalls::define_metric(MetricType::Gauge, &format!("edgescore.registry.{kind}.{}", e.name)) {
+                        let _ = hostcalls::record_metric(id, e.version);
                     }
                 }
                 *self.active.borrow_mut() = Some(Active::new(scorer));
@@ -170,6 +153,17 @@ impl Plugin {
             }
         }
     }
+}
+
+/// `models` (from the registry) plus each bootstrap model whose policy no active registry
+/// model serves yet.
+fn with_bootstrap(mut models: Vec<Served>, bootstrap: &[Served]) -> Vec<Served> {
+    for b in bootstrap {
+        if !models.iter().any(|m| !m.shadow && m.policy == b.policy) {
+            models.push(b.clone());
+        }
+    }
+    models
 }
 
 fn log(level: LogLevel, message: &str) {
