@@ -29,6 +29,7 @@ fn model(name: &str, n_features: usize, n_outputs: usize, link: Link, aggregate:
                 kind: if i == 1 { FeatureKind::Categorical { buckets: 64 } } else { FeatureKind::Numeric },
             })
             .collect(),
+        ctrs: Vec::new(),
         trees,
     }
 }

@@ -123,10 +123,16 @@ def fresh_dir(name: str) -> Path:
 # --------------------------------------------------------------------------
 
 
+def xgb_trees(j):
+    """The trees of an XGBoost JSON document (gbtree, or dart's inner gbtree)."""
+    booster = j["learner"]["gradient_booster"]
+    return (booster["model"] if "model" in booster else booster["gbtree"]["model"])["trees"]
+
+
 def xgb_thresholds(model_path: Path) -> dict[int, np.ndarray]:
     j = json.loads(model_path.read_text())
     out: dict[int, set] = {}
-    for t in j["learner"]["gradient_booster"]["model"]["trees"]:
+    for t in xgb_trees(j):
         for nid, left in enumerate(t["left_children"]):
             if left == -1 or t["split_type"][nid] != 0:
                 continue
@@ -318,7 +324,10 @@ def fixture(fn):
 
 
 def _xgb_fixture(name, *, params, n_rounds, X, y, cols, test_sample, task, n_outputs,
-                 notes, cat_cols=(), cat_sizes=None):
+                 notes, cat_cols=(), cat_sizes=None, float_info=None, qid=None, ubj=False):
+    """``float_info``: extra DMatrix float fields (survival:aft bounds); ``qid``: query ids
+    (rank:*); ``ubj``: save the model as UBJSON (``model.ubj``), plus the same booster as JSON in
+    ``same_model.json`` for the reader's byte-identity test."""
     import xgboost as xgb
 
     rng = np.random.default_rng(seed_of(name) + 1)
@@ -329,15 +338,19 @@ def _xgb_fixture(name, *, params, n_rounds, X, y, cols, test_sample, task, n_out
         for c in cat_cols:
             codes = df[c]
             df[c] = pd.Categorical(codes, categories=list(range(cat_sizes[c])))
-        dtrain = xgb.DMatrix(df, label=y, enable_categorical=True)
+        dtrain = xgb.DMatrix(df, label=y, enable_categorical=True, qid=qid)
     else:
-        dtrain = xgb.DMatrix(pd.DataFrame(X, columns=cols), label=y)
+        dtrain = xgb.DMatrix(pd.DataFrame(X, columns=cols), label=y, qid=qid)
+    for k, v in (float_info or {}).items():
+        dtrain.set_float_info(k, v)
     bst = xgb.train(params, dtrain, n_rounds)
-    path = d / "model.json"
+    path = d / ("model.ubj" if ubj else "model.json")
     bst.save_model(path)
+    if ubj:
+        bst.save_model(d / "same_model.json")
 
     loaded = xgb.Booster(model_file=str(path))
-    thr = xgb_thresholds(path)
+    thr = xgb_thresholds(d / "same_model.json" if ubj else path)
     cat_idx = [cols.index(c) for c in cat_cols]
     R, groups = build_rows(rng, test_sample, len(cols), thr, cat_cols=cat_idx, allow_inf=False)
     ftypes = ["c" if c in cat_cols else "float" for c in cols]
@@ -353,12 +366,12 @@ def _xgb_fixture(name, *, params, n_rounds, X, y, cols, test_sample, task, n_out
     write_rows(d / "rows.csv", R, cols, cat_cols)
     write_expected(d / "expected.csv", pred)
     write_expected(d / "expected_raw.csv", raw)
-    j = json.loads(path.read_text())
+    j = json.loads((d / "same_model.json" if ubj else path).read_text())
     write_meta(
         d, format="xgboost", task=task, n_outputs=n_outputs, categorical=list(cat_cols),
         features=cols, objective=params["objective"],
         base_score=j["learner"]["learner_model_param"]["base_score"],
-        n_trees=len(j["learner"]["gradient_booster"]["model"]["trees"]),
+        n_trees=len(xgb_trees(j)),
         library="xgboost " + xgb.__version__, n_rows=len(R), row_groups=groups,
         notes=notes + " XGBoost rejects +-inf in DMatrix (missing=NaN), so no inf rows; "
         "split rule: go left iff value < split_condition (float32), NaN -> default_left.",
@@ -536,8 +549,9 @@ def _lgb_fixture(name, *, params, n_rounds, X, y, cols, test_sample, task, n_out
     Rdf = pd.DataFrame(R, columns=cols)
     pred = loaded.predict(Rdf)
     raw = loaded.predict(Rdf, raw_score=True)
-    assert np.array_equal(pred, bst.predict(Rdf))
-    assert np.array_equal(pred, loaded.predict(R))  # plain numpy, no pandas handling
+    # equal_nan: a linear leaf's inf feature times coefficients can sum to NaN in both.
+    assert np.array_equal(pred, bst.predict(Rdf), equal_nan=True)
+    assert np.array_equal(pred, loaded.predict(R), equal_nan=True)  # plain numpy, no pandas handling
     write_rows(d / "rows.csv", R, cols, cat_cols)
     write_expected(d / "expected.csv", pred)
     write_expected(d / "expected_raw.csv", raw)
@@ -1060,8 +1074,13 @@ def gen_onnx_xgb_classifier():
 # The readers' own fixtures (tests/models/{lgb,catboost,onnx}_reader_*), each group written by its
 # library's module: names in `main`'s argument list like the parity fixtures above.
 def reader_groups():
+    import gen_objective_fixtures
+    import gen_onnx5_fixtures
     import gen_onnx_fixtures
     import gen_reader_fixtures
+
+    FIXTURES.update(gen_objective_fixtures.FIXTURES)
+    FIXTURES.update(gen_onnx5_fixtures.FIXTURES)
 
     return {"readers_lightgbm_catboost": gen_reader_fixtures.make_all, "readers_onnx": gen_onnx_fixtures.make_all}
 

@@ -8,6 +8,7 @@
 //! artifacts. What both need to agree on — the source format, task and link recorded in an
 //! artifact — is defined once, in `edgescore_core::artifact::meta`.
 
+pub use edgescore_core::artifact::layout::{ctr_part, CtrPart};
 pub use edgescore_core::artifact::{Link, SourceFormat, Task};
 
 /// How tree outputs combine into a margin.
@@ -57,12 +58,29 @@ pub enum Test {
     /// every category) are not in the set: XGBoost treats `x < 0` as invalid, LightGBM
     /// `trunc(x) < 0`, i.e. `x <= -1`.
     InSet { categories: Vec<u32>, invalid_at_or_below: f32 },
+    /// `x` equals one of `categories` (ONNX `BRANCH_MEMBER` over integer codes): like `InSet`
+    /// but without truncation, so `2.5` is in no set.
+    Member { categories: Vec<u32> },
 }
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Node {
     Leaf {
         value: f64,
+    },
+    /// One value per output, added to every output (XGBoost `multi_output_tree`). A tree with
+    /// vector leaves has only vector leaves, each of `n_outputs` values; its `output` is 0.
+    VectorLeaf {
+        values: Vec<f64>,
+    },
+    /// LightGBM `linear_tree`: `constant + sum(coeff * x[feature])`, the terms added in order
+    /// in f64; when any of the terms' features is NaN the leaf is worth `fallback` (its plain
+    /// `leaf_value`) instead (LightGBM `Tree::Predict`, `LinearTreeLearner`).
+    LinearLeaf {
+        constant: f64,
+        /// (feature, coefficient) pairs.
+        terms: Vec<(u32, f64)>,
+        fallback: f64,
     },
     Split {
         feature: u32,
@@ -83,6 +101,26 @@ pub struct Tree {
     pub nodes: Vec<Node>,
 }
 
+/// A CatBoost online CTR feature: splits name CTR `k` as feature `features.len() + k`. Its
+/// value for a row is `table`'s value at the key of the row's projection (`parts`, folded as
+/// `edgescore_core::ensemble::ctr::projection_key` does), or `empty_value` for a key not in
+/// the table. The parts are the artifact's own (`layout::CtrPart`): they mean the same thing in
+/// both places.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CtrDef {
+    pub parts: Vec<CtrPart>,
+    /// (projection key, CTR value), ascending by key.
+    pub table: Vec<(u64, f32)>,
+    pub empty_value: f32,
+}
+
+impl CtrDef {
+    pub fn value(&self, x: &[f32]) -> f32 {
+        let key = edgescore_core::ensemble::ctr::projection_key(&self.parts, x);
+        self.table.binary_search_by_key(&key, |e| e.0).map_or(self.empty_value, |i| self.table[i].1)
+    }
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct ModelIr {
     pub name: String,
@@ -96,6 +134,8 @@ pub struct ModelIr {
     /// Per output, in margin space.
     pub base_score: Vec<f64>,
     pub features: Vec<FeatureDef>,
+    /// CatBoost CTR features, computed from the inputs (empty for other libraries).
+    pub ctrs: Vec<CtrDef>,
     pub trees: Vec<Tree>,
 }
 
@@ -117,6 +157,7 @@ impl ModelIr {
             aggregate: Aggregate::Sum,
             base_score: vec![0.0],
             features,
+            ctrs: Vec::new(),
             trees,
         }
     }
@@ -126,21 +167,41 @@ impl ModelIr {
 /// normalisation, trees in file order. Slow and allocating — it is the one reference the
 /// readers' tests, the writer's tests and the fuzzers check the compiled artifact against.
 impl Tree {
-    /// Where the tree sends `x`; `None` if the walk leaves the tree, reads past `x`, or does
-    /// not end (the readers never make such a tree; the fuzzers' generator does on purpose).
-    pub fn try_leaf_value(&self, x: &[f32]) -> Option<f64> {
+    /// The leaf the tree sends `x` to; `None` if the walk leaves the tree, reads past `x`, or
+    /// does not end (the readers never make such a tree; the fuzzers' generator does on purpose).
+    pub fn try_leaf(&self, x: &[f32]) -> Option<&Node> {
         let mut i = 0usize;
         for _ in 0..=self.nodes.len() {
             match self.nodes.get(i)? {
-                Node::Leaf { value } => return Some(*value),
                 Node::Split { feature, test, missing_yes, yes, no } => {
                     let v = *x.get(*feature as usize)?;
                     let go_yes = if v.is_nan() { *missing_yes } else { test.holds(v, *missing_yes) };
                     i = if go_yes { *yes } else { *no } as usize;
                 }
+                leaf => return Some(leaf),
             }
         }
         None
+    }
+
+    /// The value of the leaf `x` reaches, for trees of scalar (plain or linear) leaves; `None`
+    /// where [`Tree::try_leaf`] is, or at a vector leaf.
+    pub fn try_leaf_value(&self, x: &[f32]) -> Option<f64> {
+        match self.try_leaf(x)? {
+            Node::Leaf { value } => Some(*value),
+            Node::LinearLeaf { constant, terms, fallback } => {
+                let mut value = *constant;
+                for &(f, coeff) in terms {
+                    let v = *x.get(f as usize)?;
+                    if v.is_nan() {
+                        return Some(*fallback);
+                    }
+                    value += v as f64 * coeff;
+                }
+                Some(value)
+            }
+            _ => None,
+        }
     }
 
     /// [`Tree::try_leaf_value`], NaN where that is `None`.
@@ -171,6 +232,7 @@ impl Test {
             Test::InSet { categories, invalid_at_or_below } => {
                 v > *invalid_at_or_below && v < 4294967296.0 && categories.contains(&(v.trunc() as u32))
             }
+            Test::Member { categories } => v >= 0.0 && v < 4294967296.0 && v == v.trunc() && categories.contains(&(v as u32)),
         }
     }
 }
@@ -186,10 +248,31 @@ impl ModelIr {
     /// Margins and magnitudes by the reference reading; `None` if a tree's walk failed (see
     /// [`Tree::try_leaf_value`]).
     pub fn try_reference(&self, x: &[f32]) -> Option<ReferenceMargins> {
+        let extended: Vec<f32>;
+        let x = if self.ctrs.is_empty() {
+            x
+        } else {
+            let inputs = x.get(..self.features.len())?;
+            if self.ctrs.iter().flat_map(|c| &c.parts).any(|p| p.feature as usize >= inputs.len()) {
+                return None;
+            }
+            extended = inputs.iter().copied().chain(self.ctrs.iter().map(|c| c.value(inputs))).collect();
+            &extended
+        };
         let n = self.n_outputs();
         let mut acc = vec![0f64; n];
         let mut mag = vec![0f64; n];
         for t in &self.trees {
+            if let Node::VectorLeaf { values } = t.try_leaf(x)? {
+                if values.len() != n {
+                    return None;
+                }
+                for (o, v) in values.iter().enumerate() {
+                    acc[o] += v;
+                    mag[o] += v.abs();
+                }
+                continue;
+            }
             let v = t.try_leaf_value(x)?;
             *acc.get_mut(t.output as usize)? += v;
             mag[t.output as usize] += v.abs();

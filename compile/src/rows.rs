@@ -45,11 +45,20 @@ pub fn read_rows(path: &Path, model: &TreeEnsemble) -> Result<Vec<Vec<f32>>> {
 }
 
 /// Which of the model's outputs a user sees: a binary classifier's positive class only.
-pub fn reported<'a>(model: &TreeEnsemble, outputs: &'a [f64], raw: bool) -> &'a [f64] {
-    if model.task() == Task::BinaryClassification && outputs.len() == 2 && !raw {
-        &outputs[1..]
+pub fn reported(model: &TreeEnsemble, outputs: &[f64], raw: bool) -> Vec<f64> {
+    if raw {
+        return outputs.to_vec();
+    }
+    if model.objective() == "multi:softmax" {
+        // XGBoost's `predict` gives the class index; the artifact keeps the probabilities (what
+        // the filter's decisions threshold), whose first largest is that index.
+        let best = outputs.iter().enumerate().fold((0, f64::NEG_INFINITY), |b, (i, &v)| if v > b.1 { (i, v) } else { b });
+        return vec![best.0 as f64];
+    }
+    if model.task() == Task::BinaryClassification && outputs.len() == 2 {
+        outputs[1..].to_vec()
     } else {
-        outputs
+        outputs.to_vec()
     }
 }
 

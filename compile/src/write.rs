@@ -87,20 +87,29 @@ fn normalise(test: &Test, cat_index: &mut dyn FnMut(&[u32], f32) -> u32) -> Resu
             }
             Normalised { op: node::OP_IN_SET, payload: cat_index(categories, invalid_at_or_below), swap: false }
         }
+        // Negative values are in no set: below the bitset, like IN_SET's invalid codes.
+        Test::Member { ref categories } => Normalised { op: node::OP_MEMBER, payload: cat_index(categories, -1.0), swap: false },
     })
 }
 
+#[derive(Default)]
 struct Sections {
     trees: Vec<TreeSpec>,
     nodes: Vec<Node>,
     leaves: Vec<f64>,
+    /// One entry per LEAVES value (plain leaves: their value, no terms); written only when
+    /// some leaf is linear.
+    linear_leaves: Vec<LinearLeaf>,
+    linear_terms: Vec<LinearTerm>,
+    /// Some node uses a test only format 2 knows (`MEMBER`).
+    format_2_tests: bool,
     cat_splits: Vec<CatSplit>,
     cat_words: Vec<u32>,
     flags: u32,
 }
 
-/// Lays out one IR tree breadth-first; returns its depth.
-fn lay_out_tree(t: usize, tree: &crate::ir::Tree, n_features: usize, s: &mut Sections) -> Result<u32, WriteError> {
+/// Lays out one IR tree breadth-first; returns its depth and whether its leaves are vectors.
+fn lay_out_tree(t: usize, tree: &crate::ir::Tree, n_features: usize, n_outputs: usize, s: &mut Sections) -> Result<(u32, bool), WriteError> {
     let err = |reason: String| WriteError::Tree { tree: t, reason };
     let n = tree.nodes.len();
     if n == 0 {
@@ -113,20 +122,51 @@ fn lay_out_tree(t: usize, tree: &crate::ir::Tree, n_features: usize, s: &mut Sec
     s.nodes.push(zeroed_node());
     seen[0] = true;
     let mut depth = 0;
+    let vector = tree.nodes.iter().any(|n| matches!(n, IrNode::VectorLeaf { .. }));
     while let Some((ir, slot, d)) = queue.pop_front() {
         depth = depth.max(d);
         if d > MAX_DEPTH {
             return Err(err(format!("deeper than {MAX_DEPTH}")));
         }
         let index = base + slot;
+        let leaf_node = |first: usize| Node { payload: first as u32, feature: 0, flags: node::LEAF, left: index as u32 };
+        let finite = |v: f64| if v.is_finite() { Ok(v) } else { Err(err(format!("node {ir}: leaf value {v} is not finite"))) };
+        // Leaf indices are re-based when trees are merged; MAX_LEAVES is checked there.
         let out = match tree.nodes[ir] {
+            IrNode::Leaf { value } | IrNode::LinearLeaf { fallback: value, .. } if vector => {
+                let _ = value;
+                return Err(err(format!("node {ir}: a scalar leaf in a tree of vector leaves")));
+            }
             IrNode::Leaf { value } => {
-                if !value.is_finite() {
-                    return Err(err(format!("node {ir}: leaf value {value} is not finite")));
+                let first = s.leaves.len();
+                s.leaves.push(finite(value)?);
+                s.linear_leaves.push(LinearLeaf { constant: value, term_offset: s.linear_terms.len() as u32, n_terms: 0 });
+                leaf_node(first)
+            }
+            IrNode::LinearLeaf { constant, ref terms, fallback } => {
+                let first = s.leaves.len();
+                s.leaves.push(finite(fallback)?);
+                s.linear_leaves.push(LinearLeaf { constant: finite(constant)?, term_offset: s.linear_terms.len() as u32, n_terms: terms.len() as u32 });
+                for &(feature, coeff) in terms {
+                    if feature as usize >= n_features || !coeff.is_finite() {
+                        return Err(err(format!("node {ir}: linear term on feature {feature} with coefficient {coeff}")));
+                    }
+                    s.linear_terms.push(LinearTerm { feature, reserved: 0, coeff });
                 }
-                s.leaves.push(value);
-                // Leaf indices are re-based when trees are merged; MAX_LEAVES is checked there.
-                Node { payload: (s.leaves.len() - 1) as u32, feature: 0, flags: node::LEAF, left: index as u32 }
+                s.flags |= flags::HAS_LINEAR_LEAVES;
+                leaf_node(first)
+            }
+            IrNode::VectorLeaf { ref values } => {
+                if values.len() != n_outputs {
+                    return Err(err(format!("node {ir}: vector leaf of {} values for {n_outputs} outputs", values.len())));
+                }
+                let first = s.leaves.len();
+                for &v in values {
+                    s.leaves.push(finite(v)?);
+                    s.linear_leaves.push(LinearLeaf { constant: v, term_offset: s.linear_terms.len() as u32, n_terms: 0 });
+                }
+                s.flags |= flags::HAS_VECTOR_LEAVES;
+                leaf_node(first)
             }
             IrNode::Split { feature, ref test, missing_yes, yes, no } => {
                 for child in [yes, no] {
@@ -157,6 +197,10 @@ fn lay_out_tree(t: usize, tree: &crate::ir::Tree, n_features: usize, s: &mut Sec
                 s.flags |= match norm.op {
                     node::OP_LT => 0,
                     node::OP_IN_SET => flags::HAS_CATEGORICAL,
+                    node::OP_MEMBER => {
+                        s.format_2_tests = true;
+                        flags::HAS_CATEGORICAL
+                    }
                     _ => flags::HAS_RARE_TESTS,
                 };
                 let (first, second) = if norm.swap { (no, yes) } else { (yes, no) };
@@ -175,7 +219,7 @@ fn lay_out_tree(t: usize, tree: &crate::ir::Tree, n_features: usize, s: &mut Sec
     if let Some(unreached) = seen.iter().position(|&v| !v) {
         return Err(err(format!("node {unreached} is not reachable from the root")));
     }
-    Ok(depth)
+    Ok((depth, vector))
 }
 
 /// A node with every field zero, filled in by the caller.
@@ -192,18 +236,24 @@ pub fn write(model: &ModelIr) -> Result<Vec<u8>, WriteError> {
     if model.features.is_empty() || model.features.len() as u64 > MAX_FEATURES as u64 {
         return Err(WriteError::Model(format!("{} features", model.features.len())));
     }
+    let n_inputs = model.features.len();
+    if !model.ctrs.is_empty() && n_inputs + model.ctrs.len() > MAX_CTR_ROW as usize {
+        return Err(WriteError::Model(format!("{n_inputs} features and {} CTR features (at most {MAX_CTR_ROW} together)", model.ctrs.len())));
+    }
+    // Splits may test the inputs and the CTR features after them.
+    let split_features = n_inputs + model.ctrs.len();
     // Lay out each tree on its own, then order trees by depth (deepest first).
     let mut laid: Vec<(u32, u32, Sections)> = Vec::with_capacity(model.trees.len());
     for (t, tree) in model.trees.iter().enumerate() {
         if tree.output as usize >= n_outputs {
             return Err(WriteError::Tree { tree: t, reason: format!("output {} of {n_outputs}", tree.output) });
         }
-        let mut s = Sections { trees: vec![], nodes: vec![], leaves: vec![], cat_splits: vec![], cat_words: vec![], flags: 0 };
-        let depth = lay_out_tree(t, tree, model.features.len(), &mut s)?;
-        laid.push((depth, tree.output, s));
+        let mut s = Sections::default();
+        let (depth, vector) = lay_out_tree(t, tree, split_features, n_outputs, &mut s)?;
+        laid.push((depth, if vector { VECTOR_OUTPUT } else { tree.output }, s));
     }
     laid.sort_by_key(|(depth, _, _)| std::cmp::Reverse(*depth));
-    let mut all = Sections { trees: vec![], nodes: vec![], leaves: vec![], cat_splits: vec![], cat_words: vec![], flags: 0 };
+    let mut all = Sections::default();
     for (depth, output, s) in laid {
         let (node_base, leaf_base) = (all.nodes.len() as u32, all.leaves.len() as u32);
         let (split_base, word_base) = (all.cat_splits.len() as u32, all.cat_words.len() as u32);
@@ -212,7 +262,7 @@ pub fn write(model: &ModelIr) -> Result<Vec<u8>, WriteError> {
             if n.flags & node::LEAF != 0 {
                 n.payload = node::LEAF_NAN | (n.payload + leaf_base);
                 n.left = n.left.wrapping_sub(1);
-            } else if n.flags & node::OP_MASK == node::OP_IN_SET {
+            } else if matches!(n.flags & node::OP_MASK, node::OP_IN_SET | node::OP_MEMBER) {
                 n.payload += split_base;
             }
             all.nodes.push(n);
@@ -222,9 +272,16 @@ pub fn write(model: &ModelIr) -> Result<Vec<u8>, WriteError> {
         }
         all.cat_splits.extend(s.cat_splits.into_iter().map(|c| CatSplit { word_offset: c.word_offset + word_base, ..c }));
         all.cat_words.extend(s.cat_words);
+        let term_base = all.linear_terms.len() as u32;
+        all.linear_leaves.extend(s.linear_leaves.into_iter().map(|l| LinearLeaf { term_offset: l.term_offset + term_base, ..l }));
+        all.linear_terms.extend(s.linear_terms);
         all.leaves.extend(s.leaves);
         all.flags |= s.flags;
+        all.format_2_tests |= s.format_2_tests;
         all.trees.push(TreeSpec { root: node_base, end: all.nodes.len() as u32, output, depth });
+    }
+    if all.flags & flags::RICH_LEAVES == flags::RICH_LEAVES {
+        return Err(WriteError::Model("vector leaves and linear leaves in one model".into()));
     }
     if all.nodes.len() > u32::MAX as usize / 2 {
         return Err(WriteError::Model("too many nodes".into()));
@@ -239,6 +296,7 @@ pub fn write(model: &ModelIr) -> Result<Vec<u8>, WriteError> {
         Link::Sigmoid { scale } => (link::SIGMOID, scale),
         Link::Softmax => (link::SOFTMAX, 0.0),
         Link::Exp => (link::EXP, 0.0),
+        Link::Step => (link::STEP, 0.0),
     };
     let (aggregate, aggregate_divisor) = match model.aggregate {
         Aggregate::Sum => (aggregate::SUM, 1.0),
@@ -272,7 +330,13 @@ pub fn write(model: &ModelIr) -> Result<Vec<u8>, WriteError> {
             FeatureKind::Categorical { buckets } => FeatureSpec { kind: FEATURE_CATEGORICAL, buckets: buckets.max(1) },
         })
         .collect();
-    let sections: [&[u8]; 9] = [
+    let ctr = ctr_sections(model)?;
+    if !model.ctrs.is_empty() {
+        all.flags |= flags::HAS_CTRS;
+    }
+    let linear = all.flags & flags::HAS_LINEAR_LEAVES != 0;
+    let (linear_leaves, linear_terms) = if linear { (&all.linear_leaves[..], &all.linear_terms[..]) } else { (&[][..], &[][..]) };
+    let sections: [&[u8]; 15] = [
         bytes_of(&meta),
         &strings,
         bytemuck::cast_slice(&features),
@@ -282,8 +346,55 @@ pub fn write(model: &ModelIr) -> Result<Vec<u8>, WriteError> {
         bytemuck::cast_slice(&all.leaves),
         bytemuck::cast_slice(&all.cat_splits),
         bytemuck::cast_slice(&all.cat_words),
+        bytemuck::cast_slice(linear_leaves),
+        bytemuck::cast_slice(linear_terms),
+        bytemuck::cast_slice(&ctr.features),
+        bytemuck::cast_slice(&ctr.parts),
+        bytemuck::cast_slice(&ctr.keys),
+        bytemuck::cast_slice(&ctr.values),
     ];
-    Ok(assemble(all.flags, &sections))
+    // The lowest format that holds the model (see `layout::FORMAT_VERSION`).
+    let version = if all.flags & flags::FORMAT_2 != 0 || all.format_2_tests || link > link::EXP { FORMAT_VERSION } else { OLDEST_FORMAT_VERSION };
+    Ok(assemble(all.flags, version, &sections[..section_count(version)]))
+}
+
+#[derive(Default)]
+struct CtrSections {
+    features: Vec<CtrFeature>,
+    parts: Vec<CtrPart>,
+    keys: Vec<u64>,
+    values: Vec<f32>,
+}
+
+fn ctr_sections(model: &ModelIr) -> Result<CtrSections, WriteError> {
+    let mut s = CtrSections::default();
+    for (i, c) in model.ctrs.iter().enumerate() {
+        let err = |reason: &str| WriteError::Model(format!("CTR feature {i}: {reason}"));
+        if c.parts.is_empty() {
+            return Err(err("no projection parts"));
+        }
+        if c.parts.iter().any(|p| p.feature as usize >= model.features.len() || p.kind > ctr_part::ONE_HOT) {
+            return Err(err("a part on a feature out of range or of unknown kind"));
+        }
+        if c.table.windows(2).any(|w| w[0].0 >= w[1].0) {
+            return Err(err("table keys not strictly ascending"));
+        }
+        if !c.empty_value.is_finite() || c.table.iter().any(|e| !e.1.is_finite()) {
+            return Err(err("a value is not finite"));
+        }
+        s.features.push(CtrFeature {
+            part_offset: s.parts.len() as u32,
+            n_parts: c.parts.len() as u32,
+            key_offset: s.keys.len() as u32,
+            n_keys: c.table.len() as u32,
+            empty_value: c.empty_value,
+            reserved: 0,
+        });
+        s.parts.extend(&c.parts);
+        s.keys.extend(c.table.iter().map(|e| e.0));
+        s.values.extend(c.table.iter().map(|e| e.1));
+    }
+    Ok(s)
 }
 
 fn strings_section(model: &ModelIr) -> Vec<u8> {
@@ -307,7 +418,7 @@ fn align_up(n: usize) -> usize {
 }
 
 /// Header + section table + sections (each 16-byte aligned), then the checksum.
-fn assemble(header_flags: u32, sections: &[&[u8]; 9]) -> Vec<u8> {
+fn assemble(header_flags: u32, version: u32, sections: &[&[u8]]) -> Vec<u8> {
     let table_len = sections.len() * core::mem::size_of::<SectionEntry>();
     let mut offset = align_up(HEADER_LEN + table_len);
     let mut entries = Vec::with_capacity(sections.len());
@@ -318,7 +429,7 @@ fn assemble(header_flags: u32, sections: &[&[u8]; 9]) -> Vec<u8> {
     let file_len = offset;
     let header = Header {
         magic: MAGIC,
-        format_version: FORMAT_VERSION,
+        format_version: version,
         flags: header_flags,
         file_len: file_len as u64,
         checksum: 0,

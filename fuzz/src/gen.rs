@@ -265,6 +265,7 @@ pub fn model(u: &mut Unstructured, cfg: Cfg) -> Result<ModelIr> {
         aggregate,
         base_score,
         features,
+        ctrs: Vec::new(),
         trees,
     })
 }

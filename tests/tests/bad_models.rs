@@ -107,9 +107,14 @@ fn wrong_magic() {
 #[test]
 fn wrong_version() {
     let mut b = sample_model();
+    b[8..12].copy_from_slice(&(FORMAT_VERSION + 1).to_le_bytes());
+    reseal(&mut b);
+    assert_eq!(refuse(&b), ArtifactError::UnsupportedVersion { found: FORMAT_VERSION + 1, supported: FORMAT_VERSION });
+    // A format-1 file relabelled as format 2 lacks the two newer sections.
+    let mut b = sample_model();
     b[8..12].copy_from_slice(&2u32.to_le_bytes());
     reseal(&mut b);
-    assert_eq!(refuse(&b), ArtifactError::UnsupportedVersion { found: 2, supported: FORMAT_VERSION });
+    assert_eq!(refuse(&b), ArtifactError::SectionTable("wrong number of sections"));
 }
 
 #[test]
@@ -244,6 +249,7 @@ fn writer_refuses_a_split_on_an_undeclared_feature() {
         aggregate: Aggregate::Sum,
         base_score: vec![0.0],
         features: vec![FeatureDef { name: "only".into(), kind: FeatureKind::Numeric }],
+        ctrs: Vec::new(),
         trees: vec![tree],
     };
     let err = write(&model).expect_err("refused").to_string();

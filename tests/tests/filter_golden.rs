@@ -54,6 +54,7 @@ fn every_feature_model() -> ModelIr {
         aggregate: Aggregate::Sum,
         base_score: vec![-0.3],
         features,
+        ctrs: Vec::new(),
         trees,
     }
 }

@@ -1,4 +1,5 @@
-//! CatBoost JSON models (`model.save_model(path, format="json")`, CatBoost 1.2.x).
+//! CatBoost models: JSON (`model.save_model(path, format="json")`) and CatBoost's default binary
+//! format (`.cbm`, read through `catboost_cbm` into the same document), CatBoost 1.2.x.
 //!
 //! Semantics (CatBoost's CPU evaluator, confirmed against `predict` of CatBoost 1.2.10):
 //! - Every split of an oblivious tree is binary: bit = `x > border`, compared in f32 (borders are
@@ -23,7 +24,10 @@
 //! Each oblivious tree of depth d becomes, per output, a full binary IR tree with 2^d leaves:
 //! level k tests split k, `yes` = bit 1 (`Test::Gt(border)` / the one-hot set).
 
+use super::catboost_cbm;
+use super::catboost_ctr::{self, CtrJson};
 use super::ReadError;
+use edgescore_core::ensemble::ctr::code_hash as category_hash;
 use crate::ir::{Aggregate, FeatureDef, FeatureKind, Link, ModelIr, Node, SourceFormat, Task, Test, Tree};
 use serde::Deserialize;
 use serde_json::Value;
@@ -75,6 +79,8 @@ struct FeaturesInfo {
     text_features: Vec<Value>,
     #[serde(default)]
     embedding_features: Vec<Value>,
+    #[serde(default)]
+    ctrs: Vec<CtrJson>,
 }
 
 #[derive(Deserialize)]
@@ -85,6 +91,8 @@ struct FloatFeature {
     feature_id: Option<String>,
     #[serde(default)]
     has_nans: bool,
+    #[serde(default)]
+    borders: Vec<f64>,
     #[serde(default)]
     nan_value_treatment: Option<String>,
 }
@@ -118,6 +126,9 @@ struct Split {
     /// One-hot: the category hash.
     #[serde(default)]
     value: Option<i64>,
+    /// Index among the model's binary features: float borders, one-hot values, CTR borders.
+    #[serde(default)]
+    split_index: Option<usize>,
 }
 
 /// Link and task for a loss function (`model_info.params.loss_function.type`).
@@ -167,7 +178,11 @@ struct FloatSplitInfo {
 }
 
 pub fn read(bytes: &[u8]) -> Result<ModelIr, ReadError> {
-    let model: Model = serde_json::from_slice(bytes).map_err(|e| malformed(format!("not a CatBoost JSON model: {e}")))?;
+    let model: Model = if catboost_cbm::is_cbm(bytes) {
+        serde_json::from_value(catboost_cbm::to_json(bytes)?).map_err(|e| malformed(format!(".cbm model: {e}")))?
+    } else {
+        serde_json::from_slice(bytes).map_err(|e| malformed(format!("not a CatBoost JSON model: {e}")))?
+    };
     let Some(oblivious) = model.oblivious_trees else {
         if model.trees.is_some() {
             return Err(unsupported("non-symmetric trees (grow_policy Depthwise or Lossguide)", None));
@@ -252,6 +267,22 @@ pub fn read(bytes: &[u8]) -> Result<ModelIr, ReadError> {
         .map(|(i, f)| f.unwrap_or_else(|| FeatureDef { name: format!("f{i}"), kind: FeatureKind::Numeric }))
         .collect();
 
+    // CTR features: split feature `features.len() + k` is CTR k. Their binary features come
+    // after every float border and one-hot value, in `ctrs` order.
+    let empty = serde_json::Map::new();
+    let ctr_data = match &model.ctr_data {
+        Some(Value::Object(m)) => m,
+        None | Some(Value::Null) => &empty,
+        Some(_) => return Err(malformed("ctr_data is not an object")),
+    };
+    let float_flat = |i: u32| float_splits.get(i as usize).and_then(Option::as_ref).map(|f| (f.flat, f.nan_yes));
+    let ctrs = catboost_ctr::read(&info.ctrs, ctr_data, &catboost_ctr::Inputs { cat_flat: &cat_flat, float_flat: &float_flat })?;
+    let ctr_base = info.float_features.iter().map(|f| f.borders.len()).sum::<usize>()
+        + info.categorical_features.iter().map(|f| f.values.len()).sum::<usize>();
+    // Binary feature index (relative to ctr_base) → (CTR, border index).
+    let ctr_splits: Vec<(usize, usize)> = ctrs.iter().enumerate().flat_map(|(k, c)| (0..c.borders.len()).map(move |j| (k, j))).collect();
+    let n_inputs = features.len() as u32;
+
     // Output dimension and scale/bias.
     let (scale, bias) = match model.scale_and_bias {
         Some((scale, bias)) => {
@@ -291,7 +322,20 @@ pub fn read(bytes: &[u8]) -> Result<ModelIr, ReadError> {
         for (k, split) in tree.splits.iter().enumerate() {
             match split.split_type.as_str() {
                 "FloatFeature" => {}
-                "OnlineCtr" => return Err(unsupported("CatBoost CTR features are not supported yet", Some(t))),
+                "OnlineCtr" => {
+                    let at = split.split_index.ok_or_else(|| malformed(format!("tree {t}: CTR split {k} has no split_index")))?;
+                    let &(c, j) = at
+                        .checked_sub(ctr_base)
+                        .and_then(|i| ctr_splits.get(i))
+                        .ok_or_else(|| malformed(format!("tree {t}: CTR split {k} has split_index {at}, not a CTR border")))?;
+                    let border = ctrs[c].borders[j];
+                    if split.border.map(|b| b as f32) != Some(border) {
+                        return Err(malformed(format!("tree {t}: CTR split {k}: border {:?} is not CTR {c}'s border {border}", split.border)));
+                    }
+                    // CTR values are never NaN.
+                    levels.push((n_inputs + c as u32, Test::Gt(border as f64), false));
+                    continue;
+                }
                 "OneHotFeature" => {
                     let c = split
                         .cat_feature_index
@@ -347,9 +391,6 @@ pub fn read(bytes: &[u8]) -> Result<ModelIr, ReadError> {
             trees.push(expand(&levels, |leaf| tree.leaf_values[leaf * dimension + o] * scale, o as u32));
         }
     }
-    if model.ctr_data.as_ref().is_some_and(|c| !c.is_null() && c.as_object().is_none_or(|m| !m.is_empty())) {
-        return Err(unsupported("CatBoost CTR features are not supported yet", None));
-    }
     if features.is_empty() {
         return Err(malformed("no features"));
     }
@@ -364,6 +405,7 @@ pub fn read(bytes: &[u8]) -> Result<ModelIr, ReadError> {
         aggregate: Aggregate::Sum,
         base_score: bias,
         features,
+        ctrs: ctrs.into_iter().map(|c| c.def).collect(),
         trees,
     })
 }
@@ -371,58 +413,6 @@ pub fn read(bytes: &[u8]) -> Result<ModelIr, ReadError> {
 /// A category hash as it appears in the JSON (i32 or u32) → its 32 bits.
 fn hash_bits(v: i64) -> u32 {
     v as u32
-}
-
-const K2: u64 = 0x9ae1_6a3b_2f90_404f;
-const K3: u64 = 0xc949_d7c7_509e_6557;
-
-fn hash_len16(u: u64, v: u64) -> u64 {
-    const MUL: u64 = 0x9ddf_ea08_eb38_2d69;
-    let mut a = (u ^ v).wrapping_mul(MUL);
-    a ^= a >> 47;
-    let mut b = (v ^ a).wrapping_mul(MUL);
-    b ^= b >> 47;
-    b.wrapping_mul(MUL)
-}
-
-/// CityHash64 v1.0 (CatBoost's util/digest/city.cpp) for strings of at most 16 bytes.
-fn city_hash64_short(s: &[u8]) -> u64 {
-    let len = s.len();
-    debug_assert!(len <= 16);
-    let load64 = |i: usize| u64::from_le_bytes(s[i..i + 8].try_into().unwrap());
-    let load32 = |i: usize| u32::from_le_bytes(s[i..i + 4].try_into().unwrap()) as u64;
-    if len > 8 {
-        let a = load64(0);
-        let b = load64(len - 8);
-        hash_len16(a, b.wrapping_add(len as u64).rotate_right(len as u32)) ^ b
-    } else if len >= 4 {
-        let a = load32(0);
-        hash_len16((len as u64).wrapping_add(a << 3), load32(len - 4))
-    } else if len > 0 {
-        let (a, b, c) = (s[0] as u32, s[len >> 1] as u32, s[len - 1] as u32);
-        let y = a.wrapping_add(b << 8);
-        let z = (len as u32).wrapping_add(c << 2);
-        let m = (y as u64).wrapping_mul(K2) ^ (z as u64).wrapping_mul(K3);
-        (m ^ (m >> 47)).wrapping_mul(K2)
-    } else {
-        K2
-    }
-}
-
-/// CatBoost's `CalcCatFeatureHash` of the decimal string of `code`.
-fn category_hash(code: u32) -> u32 {
-    let mut buf = [0u8; 10];
-    let mut i = buf.len();
-    let mut n = code;
-    loop {
-        i -= 1;
-        buf[i] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    city_hash64_short(&buf[i..]) as u32
 }
 
 /// Every code in `0..ONE_HOT_CODES` whose hash is one of `wanted`, by hash.
@@ -606,10 +596,9 @@ mod tests {
 
     #[test]
     fn refusals() {
-        assert_eq!(
-            message(read_file("ctr.refuse.json")),
-            "unsupported in catboost model: CatBoost CTR features are not supported yet (tree 0)"
-        );
+        // CTR features are read (tests/tests/parity_catboost.rs checks their values).
+        let ctr = read_file("ctr_small.json").unwrap();
+        assert!(!ctr.ctrs.is_empty() && ctr.ctrs.iter().all(|c| !c.table.is_empty()));
         let m = message(read_file("onehot_strings.refuse.json"));
         assert!(m.starts_with("unsupported in catboost model: CatBoost one-hot split on a category (hash "), "{m}");
         assert!(m.ends_with(") that is not an integer code in 0..1048576 (tree 0)"), "{m}");

@@ -296,11 +296,6 @@ fn read_tree(
     features: &mut [FeatureInfo],
 ) -> Result<Tree, ReadError> {
     let output = (t % n_outputs) as u32;
-    if let Some(linear) = tree_int(t, block, "is_linear")? {
-        if linear != 0 {
-            return Err(ReadError::unsupported(FORMAT, "linear tree", Some(t)));
-        }
-    }
     let n_leaves = tree_int(t, block, "num_leaves")?.ok_or_else(|| tree_err(t, "missing `num_leaves`"))?;
     if !(1..=(1 << 24)).contains(&n_leaves) {
         return Err(tree_err(t, format_args!("num_leaves = {n_leaves}")));
@@ -310,8 +305,13 @@ fn read_tree(
     if let Some(v) = leaf_values.iter().find(|v| !v.is_finite()) {
         return Err(tree_err(t, format_args!("leaf value {v} is not finite")));
     }
+    let leaves = match tree_int(t, block, "is_linear")? {
+        Some(0) | None => leaf_values.into_iter().map(|value| Node::Leaf { value }).collect(),
+        Some(1) => linear_leaves(t, block, &leaf_values, features.len())?,
+        Some(other) => return Err(tree_err(t, format_args!("is_linear = {other}"))),
+    };
     if n_leaves == 1 {
-        return Ok(Tree { output, nodes: vec![Node::Leaf { value: leaf_values[0] }] });
+        return Ok(Tree { output, nodes: leaves });
     }
     let n_internal = n_leaves - 1;
     let num_cat = tree_int(t, block, "num_cat")?.unwrap_or(0);
@@ -427,8 +427,41 @@ fn read_tree(
         };
         nodes.push(Node::Split { feature: feature as u32, test, missing_yes, yes: yes as u32, no: no as u32 });
     }
-    nodes.extend(leaf_values.into_iter().map(|value| Node::Leaf { value }));
+    nodes.extend(leaves);
     Ok(Tree { output, nodes })
+}
+
+/// A linear tree's leaves (`linear_tree=True`): `leaf_const`, then per leaf `num_features`
+/// (feature, coefficient) pairs from the flattened `leaf_features` / `leaf_coeff` lists; the
+/// plain `leaf_value` is what LightGBM predicts when one of a leaf's features is NaN.
+fn linear_leaves(t: usize, block: &HashMap<&str, &str>, leaf_values: &[f64], n_features: usize) -> Result<Vec<Node>, ReadError> {
+    let n_leaves = leaf_values.len();
+    let constants: Vec<f64> = list(t, block, "leaf_const", n_leaves)?;
+    let counts: Vec<usize> = list(t, block, "num_features", n_leaves)?;
+    let total = counts.iter().try_fold(0usize, |a, &c| a.checked_add(c)).filter(|&n| n <= 1 << 24);
+    let total = total.ok_or_else(|| tree_err(t, "`num_features` adds up to too many terms"))?;
+    let features: Vec<i64> = list(t, block, "leaf_features", total)?;
+    let coeffs: Vec<f64> = list(t, block, "leaf_coeff", total)?;
+    let mut at = 0;
+    let mut leaves = Vec::with_capacity(n_leaves);
+    for (leaf, (&count, (&constant, &fallback))) in counts.iter().zip(constants.iter().zip(leaf_values)).enumerate() {
+        if !constant.is_finite() {
+            return Err(tree_err(t, format_args!("leaf {leaf}: leaf_const {constant} is not finite")));
+        }
+        let mut terms = Vec::with_capacity(count);
+        for (&f, &c) in features[at..at + count].iter().zip(&coeffs[at..at + count]) {
+            if f < 0 || f as usize >= n_features {
+                return Err(tree_err(t, format_args!("leaf {leaf}: linear term on feature {f} of {n_features}")));
+            }
+            if !c.is_finite() {
+                return Err(tree_err(t, format_args!("leaf {leaf}: coefficient {c} is not finite")));
+            }
+            terms.push((f as u32, c));
+        }
+        at += count;
+        leaves.push(Node::LinearLeaf { constant, terms, fallback });
+    }
+    Ok(leaves)
 }
 
 pub fn read(bytes: &[u8]) -> Result<ModelIr, ReadError> {
@@ -505,6 +538,7 @@ pub fn read(bytes: &[u8]) -> Result<ModelIr, ReadError> {
         aggregate,
         base_score: vec![0.0; n_outputs],
         features,
+        ctrs: Vec::new(),
         trees,
     })
 }
@@ -636,12 +670,11 @@ mod tests {
     }
 
     #[test]
-    fn refuses_sqrt_and_linear_trees() {
+    fn refuses_sqrt() {
         assert_eq!(
             message(read_file("sqrt.refuse.txt")),
             "unsupported in lightgbm model: objective `regression sqrt` (reg_sqrt: LightGBM squares the prediction)"
         );
-        assert_eq!(message(read_file("linear.refuse.txt")), "unsupported in lightgbm model: linear tree (tree 0)");
     }
 
     fn handmade() -> String {

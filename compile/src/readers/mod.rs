@@ -4,10 +4,14 @@
 use crate::ir::ModelIr;
 
 pub mod catboost;
+mod catboost_cbm;
+mod catboost_ctr;
+pub mod flatbuf;
 #[cfg(test)]
 mod library_check;
 pub mod lightgbm;
 pub mod onnx;
+mod ubjson;
 pub mod xgboost;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -43,6 +47,9 @@ pub fn detect(bytes: &[u8]) -> Result<Format, ReadError> {
     let head = &bytes[..bytes.len().min(4096)];
     let text = String::from_utf8_lossy(head);
     let trimmed = text.trim_start();
+    if bytes.starts_with(b"CBM1") {
+        return Ok(Format::Catboost);
+    }
     if trimmed.starts_with("tree\n") || trimmed.starts_with("tree\r\n") {
         return Ok(Format::Lightgbm);
     }

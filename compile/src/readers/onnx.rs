@@ -1,5 +1,6 @@
 //! ONNX reader: a graph holding one `ai.onnx.ml` TreeEnsembleClassifier or TreeEnsembleRegressor
-//! (opsets 1 and 3, as skl2onnx and onnxmltools write them). tract-onnx only decodes the
+//! (opsets 1 and 3, as skl2onnx and onnxmltools write them; `*_as_tensor` doubles included), or
+//! one TreeEnsemble (opset 5, `ensemble5`). tract-onnx only decodes the
 //! protobuf; the semantics are ONNX Runtime's (1.31), which is what users compare against:
 //!
 //! * splits: `BRANCH_LEQ/LT/GTE/GT/EQ/NEQ` → `Test::Le/Lt/Ge/Gt/Eq/Ne`, true → `yes`; NaN goes to
@@ -10,6 +11,7 @@
 //! * classifier: see [`classifier_outputs`] for how ONNX Runtime lays out binary scores.
 
 mod attrs;
+mod ensemble5;
 mod graph;
 mod trees;
 
@@ -46,6 +48,8 @@ pub fn read(bytes: &[u8]) -> Result<ModelIr, ReadError> {
 enum Kind {
     Classifier,
     Regressor,
+    /// ai.onnx.ml opset 5 `TreeEnsemble`.
+    Ensemble5,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -62,6 +66,9 @@ fn from_proto(model: &pb::ModelProto) -> Result<ModelIr, ReadError> {
     let input = graph::check_graph(graph, at, kind)?;
     let n_features = graph::input_width(input)?;
     let attrs = Attrs::new(node)?;
+    if kind == Kind::Ensemble5 {
+        return ensemble5_model(model, graph, &attrs, n_features);
+    }
     let table = node_table(&attrs)?;
     let op = node.op_type.as_str();
     let post_name = attrs.string("post_transform")?.unwrap_or_else(|| "NONE".into());
@@ -103,6 +110,7 @@ fn from_proto(model: &pb::ModelProto) -> Result<ModelIr, ReadError> {
             // A single target's score is reported as is: ONNX Runtime applies no LOGISTIC/SOFTMAX.
             (skeletons, Task::Regression, Link::Identity, aggregate, base_score, trees, objective)
         }
+        Kind::Ensemble5 => unreachable!("read by ensemble5_model"),
         Kind::Classifier => {
             let n_classes = class_count(&attrs)?;
             let weights = weight_table(&attrs, "class", n_classes)?;
@@ -136,7 +144,62 @@ fn from_proto(model: &pb::ModelProto) -> Result<ModelIr, ReadError> {
         aggregate,
         base_score,
         features: (0..n_features).map(|i| FeatureDef { name: format!("f{i}"), kind: FeatureKind::Numeric }).collect(),
+        ctrs: Vec::new(),
         trees,
+    })
+}
+
+/// A TreeEnsemble (opset 5): `n_targets` outputs, no base values. ONNX Runtime 1.31 reads
+/// `post_transform` 1 as logistic and 2 as softmax (the operator's specification says the
+/// reverse; users compare with ONNX Runtime) and, as for the opset-3 regressor, applies neither
+/// to a single target. `aggregate_function`: 0 average (over all trees), 1 sum.
+fn ensemble5_model(model: &pb::ModelProto, graph: &pb::GraphProto, attrs: &Attrs, n_features: Option<usize>) -> Result<ModelIr, ReadError> {
+    let n_targets = attrs.int("n_targets")?.ok_or_else(|| malformed("TreeEnsemble has no n_targets"))?;
+    let n_targets = usize::try_from(n_targets)
+        .ok()
+        .filter(|&n| (1..=edgescore_core::MAX_OUTPUTS).contains(&n))
+        .ok_or_else(|| malformed(format!("TreeEnsemble has n_targets = {n_targets}")))?;
+    let skeletons = ensemble5::build(attrs, n_features, n_targets)?;
+    let aggregate = match attrs.int("aggregate_function")?.unwrap_or(1) {
+        0 => Aggregate::Average { divisor: skeletons.len() as f64 },
+        1 => Aggregate::Sum,
+        2 => return Err(unsupported("TreeEnsemble aggregate_function MIN")),
+        3 => return Err(unsupported("TreeEnsemble aggregate_function MAX")),
+        other => return Err(malformed(format!("TreeEnsemble aggregate_function {other}"))),
+    };
+    let post = attrs.int("post_transform")?.unwrap_or(0);
+    let (task, link) = match (post, n_targets) {
+        (0..=2, 1) => (Task::Regression, Link::Identity),
+        (0, _) => (Task::Regression, Link::Identity),
+        (1, _) => (Task::MulticlassClassification, Link::Sigmoid { scale: 1.0 }),
+        (2, _) => (Task::MulticlassClassification, Link::Softmax),
+        (3, _) => return Err(unsupported("TreeEnsemble post_transform SOFTMAX_ZERO")),
+        (4, _) => return Err(unsupported("TreeEnsemble post_transform PROBIT")),
+        (other, _) => return Err(malformed(format!("TreeEnsemble post_transform {other}"))),
+    };
+    let n_features = n_features.unwrap_or_else(|| {
+        skeletons
+            .iter()
+            .flat_map(|s| s.nodes.iter())
+            .filter_map(|n| match n {
+                SkelNode::Split { feature, .. } => Some(*feature as usize + 1),
+                SkelNode::Leaf { .. } => None,
+            })
+            .max()
+            .unwrap_or(1)
+    });
+    Ok(ModelIr {
+        name: if graph.name.is_empty() { "onnx-model".into() } else { graph.name.clone() },
+        version: model.model_version.to_string(),
+        source: SourceFormat::Onnx,
+        objective: format!("TreeEnsemble/{}/{post}", if matches!(aggregate, Aggregate::Sum) { "SUM" } else { "AVERAGE" }),
+        task,
+        link,
+        aggregate,
+        base_score: vec![0.0; n_targets],
+        features: (0..n_features).map(|i| FeatureDef { name: format!("f{i}"), kind: FeatureKind::Numeric }).collect(),
+        ctrs: Vec::new(),
+        trees: ir_trees(&skeletons, Some),
     })
 }
 

@@ -1,4 +1,6 @@
-//! XGBoost JSON models (`Booster.save_model("m.json")`, XGBoost 1.6 – 3.x).
+//! XGBoost JSON and UBJSON models (`Booster.save_model("m.json")` / `("m.ubj")`, `save_raw()`;
+//! XGBoost 1.6 – 3.x). UBJSON is transcoded to JSON text first (`ubjson`), so both forms go
+//! through one parser and give the same artifact.
 //!
 //! Semantics reproduced (XGBoost `src/predictor/predict_fn.h`): `x < split_condition` goes
 //! left; NaN goes to the default child; categorical splits send a category that is in the
@@ -113,6 +115,14 @@ struct TreeJson<'a> {
     categories_sizes: Vec<i64>,
     #[serde(default)]
     tree_param: Option<TreeParam>,
+    /// Vector-leaf trees (XGBoost 3.x): `size_leaf_vector` values per leaf; a leaf node's
+    /// `right_children` entry is its leaf index.
+    #[serde(borrow, default)]
+    leaf_weights: Option<&'a RawValue>,
+    /// Vector-leaf trees (XGBoost 2.x): `size_leaf_vector` values per node, a leaf's own
+    /// values among them.
+    #[serde(borrow, default)]
+    base_weights: Option<&'a RawValue>,
 }
 
 #[derive(Deserialize)]
@@ -125,19 +135,25 @@ fn parse_usize(s: &str, what: &str) -> Result<usize, ReadError> {
     s.trim().parse().map_err(|_| malformed(format!("{what} {s:?} is not an integer")))
 }
 
-fn f32_array(raw: &RawValue, t: usize) -> Result<Vec<f32>, ReadError> {
+fn f32_array(raw: &RawValue, t: usize, what: &str) -> Result<Vec<f32>, ReadError> {
     let text = raw.get().trim();
     let inner = text
         .strip_prefix('[')
         .and_then(|r| r.strip_suffix(']'))
-        .ok_or_else(|| malformed(format!("tree {t}: split_conditions is not an array")))?;
+        .ok_or_else(|| malformed(format!("tree {t}: {what} is not an array")))?;
     if inner.trim().is_empty() {
         return Ok(Vec::new());
     }
     inner
         .split(',')
-        .map(|v| v.trim().parse::<f32>().map_err(|_| malformed(format!("tree {t}: split condition {:?} is not a number", v.trim()))))
+        .map(|v| v.trim().parse::<f32>().map_err(|_| malformed(format!("tree {t}: {what} value {:?} is not a number", v.trim()))))
         .collect()
+}
+
+/// Whether `bytes` is UBJSON rather than JSON text: an object whose first key is announced by
+/// a UBJSON integer marker (JSON text has `"` or whitespace there), or an optimised container.
+fn is_ubjson(bytes: &[u8]) -> bool {
+    bytes.first() == Some(&b'{') && bytes.get(1).is_some_and(|b| matches!(b, b'i' | b'U' | b'I' | b'l' | b'L' | b'$' | b'#'))
 }
 
 /// "[5E-1]" or "5E-1" or "[1E0,2E0]" → values.
@@ -173,16 +189,18 @@ fn objective(name: &str) -> Result<Objective, ReadError> {
     let sigmoid = Link::Sigmoid { scale: 1.0 };
     Ok(match name {
         "binary:logistic" => Objective { task_binary: true, task_multi: false, link: sigmoid, base_to_margin: logit },
-        "binary:logitraw" => Objective { task_binary: true, task_multi: false, link: Link::Identity, base_to_margin: logit },
+        // LogisticRaw keeps base_score as the margin (no ProbToMargin), unlike binary:logistic.
+        "binary:logitraw" => Objective { task_binary: true, task_multi: false, link: Link::Identity, base_to_margin: identity },
+        "binary:hinge" => Objective { task_binary: true, task_multi: false, link: Link::Step, base_to_margin: identity },
         "reg:logistic" => Objective { task_binary: false, task_multi: false, link: sigmoid, base_to_margin: logit },
         "multi:softprob" | "multi:softmax" => {
             Objective { task_binary: false, task_multi: true, link: Link::Softmax, base_to_margin: identity }
         }
-        "count:poisson" | "reg:gamma" | "reg:tweedie" | "survival:cox" => {
+        "count:poisson" | "reg:gamma" | "reg:tweedie" | "survival:cox" | "survival:aft" => {
             Objective { task_binary: false, task_multi: false, link: Link::Exp, base_to_margin: log }
         }
         "reg:squarederror" | "reg:linear" | "reg:squaredlogerror" | "reg:pseudohubererror" | "reg:absoluteerror"
-        | "reg:quantileerror" | "rank:pairwise" | "rank:ndcg" | "rank:map" => {
+        | "reg:quantileerror" | "reg:expectileerror" | "rank:pairwise" | "rank:ndcg" | "rank:map" => {
             Objective { task_binary: false, task_multi: false, link: Link::Identity, base_to_margin: identity }
         }
         other => return Err(ReadError::unsupported(FORMAT, format!("objective {other:?}"), None)),
@@ -190,6 +208,14 @@ fn objective(name: &str) -> Result<Objective, ReadError> {
 }
 
 pub fn read(bytes: &[u8]) -> Result<ModelIr, ReadError> {
+    if is_ubjson(bytes) {
+        let text = super::ubjson::to_json(bytes).map_err(|e| malformed(format!("damaged UBJSON: {e}")))?;
+        return read_json(text.as_bytes());
+    }
+    read_json(bytes)
+}
+
+fn read_json(bytes: &[u8]) -> Result<ModelIr, ReadError> {
     let doc: Document = serde_json::from_slice(bytes).map_err(|e| malformed(format!("not an XGBoost JSON model: {e}")))?;
     let learner = doc.learner;
     let booster = learner.gradient_booster;
@@ -240,12 +266,16 @@ pub fn read(bytes: &[u8]) -> Result<ModelIr, ReadError> {
             return Err(malformed(format!("tree {t}: output {output} of {n_outputs}")));
         }
         let size_leaf = tj.tree_param.as_ref().and_then(|p| p.size_leaf_vector.as_deref()).unwrap_or("1");
-        if size_leaf != "1" && size_leaf != "0" {
-            return Err(ReadError::unsupported(FORMAT, "vector-leaf (multi_output_tree) trees", Some(t)));
+        let size_leaf = parse_usize(size_leaf, "size_leaf_vector")?.max(1);
+        if size_leaf > 1 && size_leaf != n_outputs {
+            return Err(malformed(format!("tree {t}: leaf vectors of {size_leaf} values for {n_outputs} outputs")));
         }
         let weight = weights.as_ref().map_or(1.0, |w| w[t]);
-        let nodes = read_tree(tj, t, n_features, weight, &mut max_category)?;
-        trees.push(Tree { output: output as u32, nodes });
+        let mut nodes = read_tree(tj, t, n_features, weight, &mut max_category)?;
+        if size_leaf > 1 {
+            vector_leaves(tj, t, size_leaf, weight, &mut nodes)?;
+        }
+        trees.push(Tree { output: if size_leaf > 1 { 0 } else { output as u32 }, nodes });
     }
 
     let features = (0..n_features)
@@ -271,13 +301,34 @@ pub fn read(bytes: &[u8]) -> Result<ModelIr, ReadError> {
         aggregate: Aggregate::Sum,
         base_score,
         features,
+        ctrs: Vec::new(),
         trees,
     })
 }
 
+/// Replaces the leaves of a vector-leaf tree by their value vectors (XGBoost
+/// `MultiTargetTree`: leaf `right_children[i]` indexes `leaf_weights` in 3.x; in 2.x the leaf's
+/// values are its own `base_weights`).
+fn vector_leaves(tj: &TreeJson, t: usize, k: usize, weight: f64, nodes: &mut [Node]) -> Result<(), ReadError> {
+    let (values, by_leaf_index) = match (tj.leaf_weights, tj.base_weights) {
+        (Some(w), _) => (f32_array(w, t, "leaf_weights")?, true),
+        (None, Some(w)) => (f32_array(w, t, "base_weights")?, false),
+        (None, None) => return Err(malformed(format!("tree {t}: vector-leaf tree without leaf_weights or base_weights"))),
+    };
+    for (i, node) in nodes.iter_mut().enumerate() {
+        if let Node::Leaf { .. } = node {
+            let slot = if by_leaf_index { tj.right_children[i] } else { i as i64 };
+            let at = usize::try_from(slot).ok().and_then(|s| s.checked_mul(k)).filter(|&a| a + k <= values.len());
+            let at = at.ok_or_else(|| malformed(format!("tree {t}: leaf node {i} has leaf index {slot} beyond its {} weights", values.len())))?;
+            *node = Node::VectorLeaf { values: values[at..at + k].iter().map(|&v| v as f64 * weight).collect() };
+        }
+    }
+    Ok(())
+}
+
 fn read_tree(tj: &TreeJson, t: usize, n_features: usize, weight: f64, max_category: &mut [Option<u32>]) -> Result<Vec<Node>, ReadError> {
     let (left, right, feat) = (&tj.left_children, &tj.right_children, &tj.split_indices);
-    let cond = f32_array(tj.split_conditions, t)?;
+    let cond = f32_array(tj.split_conditions, t, "split_conditions")?;
     let default_left: Vec<bool> = tj.default_left.iter().map(|f| f.set()).collect();
     let n = left.len();
     if [right.len(), cond.len(), feat.len(), default_left.len()].iter().any(|&l| l != n) || n == 0 {
@@ -312,6 +363,7 @@ fn read_tree(tj: &TreeJson, t: usize, n_features: usize, weight: f64, max_catego
     let mut nodes = Vec::with_capacity(n);
     for i in 0..n {
         if left[i] == -1 {
+            // A vector-leaf tree's leaves are filled in by `vector_leaves`.
             nodes.push(Node::Leaf { value: cond[i] as f64 * weight });
             continue;
         }

@@ -46,6 +46,7 @@ pub fn model(trees: Vec<Tree>, n_features: usize, n_outputs: usize) -> ModelIr {
         aggregate: Aggregate::Sum,
         base_score: vec![0.25; n_outputs],
         features: (0..n_features).map(|i| FeatureDef { name: format!("f{i}"), kind: FeatureKind::Numeric }).collect(),
+        ctrs: Vec::new(),
         trees,
     }
 }

@@ -8,7 +8,7 @@ pub enum ArtifactError {
     TooShort { len: usize, need: usize },
     #[error("not an edgescore artifact (bad magic bytes)")]
     BadMagic,
-    #[error("artifact format version {found} is not supported (this build reads version {supported})")]
+    #[error("artifact format version {found} is not supported (this build reads versions 1 to {supported})")]
     UnsupportedVersion { found: u32, supported: u32 },
     #[error("artifact is truncated or padded: header says {declared} bytes, got {actual}")]
     LengthMismatch { declared: u64, actual: usize },
@@ -38,6 +38,12 @@ pub enum ArtifactError {
     Node { tree: usize, node: usize, reason: &'static str },
     #[error("categorical split {split}: {reason}")]
     CatSplit { split: usize, reason: &'static str },
+    #[error("linear leaf or term {index}: {reason}")]
+    Linear { index: usize, reason: &'static str },
+    #[error("CTR feature {index}: {reason}")]
+    Ctr { index: usize, reason: &'static str },
+    #[error("CTR part {index}: {reason}")]
+    CtrPart { index: usize, reason: &'static str },
     #[error("leaf count mismatch: metadata says {declared}, trees hold {found}")]
     LeafCount { declared: u32, found: u64 },
     #[error("{what} {index} is not finite")]

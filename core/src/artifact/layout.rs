@@ -9,7 +9,15 @@
 use bytemuck::{Pod, Zeroable};
 
 pub const MAGIC: [u8; 8] = *b"ESMODEL\0";
-pub const FORMAT_VERSION: u32 = 1;
+/// The newest format this build writes and reads. Version 2 adds vector-leaf trees, linear
+/// leaves (LINEAR_LEAVES, LINEAR_TERMS), CatBoost CTR features (CTR_FEATURES, CTR_PARTS,
+/// CTR_KEYS, CTR_VALUES) and the step link; version 1 is version 2 without those six
+/// sections. The writer emits the lowest version that holds the model, so a model without the
+/// new leaf kinds still loads in filters built before them (a rolling upgrade of a fleet fed by
+/// one registry).
+pub const FORMAT_VERSION: u32 = 2;
+/// The oldest format version this build reads.
+pub const OLDEST_FORMAT_VERSION: u32 = 1;
 /// Every section starts at a multiple of this many bytes.
 pub const SECTION_ALIGN: usize = 16;
 /// At most this many features (the node's feature field has 16 bits).
@@ -22,11 +30,22 @@ pub const MAX_DEPTH: u32 = 256;
 /// Header flags: which node tests the model uses, so the evaluator can run the
 /// narrowest loop that covers them.
 pub mod flags {
-    /// Some node is an `IN_SET` test.
+    /// Some node is an `IN_SET` or `MEMBER` test.
     pub const HAS_CATEGORICAL: u32 = 1 << 0;
     /// Some node is an `EQ`, `NE` or `LT_ZERO_MISSING` test.
     pub const HAS_RARE_TESTS: u32 = 1 << 1;
-    pub const ALL: u32 = HAS_CATEGORICAL | HAS_RARE_TESTS;
+    /// Some tree has vector leaves (`TreeSpec::output == VECTOR_OUTPUT`). Format 2.
+    pub const HAS_VECTOR_LEAVES: u32 = 1 << 2;
+    /// Leaves are linear functions of the features (LINEAR_LEAVES holds one entry per leaf).
+    /// Format 2.
+    pub const HAS_LINEAR_LEAVES: u32 = 1 << 3;
+    /// Leaf kinds that need the general leaf step in the evaluator.
+    pub const RICH_LEAVES: u32 = HAS_VECTOR_LEAVES | HAS_LINEAR_LEAVES;
+    /// Some splits test CatBoost CTR features, computed per row from the CTR sections. Format 2.
+    pub const HAS_CTRS: u32 = 1 << 4;
+    /// What only format 2 may declare.
+    pub const FORMAT_2: u32 = RICH_LEAVES | HAS_CTRS;
+    pub const ALL: u32 = HAS_CATEGORICAL | HAS_RARE_TESTS | FORMAT_2;
 }
 
 #[derive(Clone, Copy, Debug, Pod, Zeroable)]
@@ -68,8 +87,15 @@ pub enum SectionKind {
     Leaves = 7,
     CatSplits = 8,
     CatWords = 9,
+    LinearLeaves = 10,
+    LinearTerms = 11,
+    CtrFeatures = 12,
+    CtrParts = 13,
+    CtrKeys = 14,
+    CtrValues = 15,
 }
-pub const SECTION_KINDS: [SectionKind; 9] = [
+/// Format 1 holds the first nine, format 2 all fifteen, in this order.
+pub const SECTION_KINDS: [SectionKind; 15] = [
     SectionKind::Meta,
     SectionKind::Strings,
     SectionKind::Features,
@@ -79,7 +105,21 @@ pub const SECTION_KINDS: [SectionKind; 9] = [
     SectionKind::Leaves,
     SectionKind::CatSplits,
     SectionKind::CatWords,
+    SectionKind::LinearLeaves,
+    SectionKind::LinearTerms,
+    SectionKind::CtrFeatures,
+    SectionKind::CtrParts,
+    SectionKind::CtrKeys,
+    SectionKind::CtrValues,
 ];
+/// Sections in a file of format `version` (1 or 2).
+pub fn section_count(version: u32) -> usize {
+    if version >= 2 {
+        SECTION_KINDS.len()
+    } else {
+        9
+    }
+}
 
 impl SectionKind {
     pub fn name(self) -> &'static str {
@@ -93,6 +133,12 @@ impl SectionKind {
             SectionKind::Leaves => "LEAVES",
             SectionKind::CatSplits => "CAT_SPLITS",
             SectionKind::CatWords => "CAT_WORDS",
+            SectionKind::LinearLeaves => "LINEAR_LEAVES",
+            SectionKind::LinearTerms => "LINEAR_TERMS",
+            SectionKind::CtrFeatures => "CTR_FEATURES",
+            SectionKind::CtrParts => "CTR_PARTS",
+            SectionKind::CtrKeys => "CTR_KEYS",
+            SectionKind::CtrValues => "CTR_VALUES",
         }
     }
 }
@@ -104,7 +150,7 @@ pub struct Meta {
     pub source: u32,
     /// `meta::Task` as u32.
     pub task: u32,
-    /// 0 identity, 1 sigmoid (scale in `link_param`), 2 softmax, 3 exp.
+    /// 0 identity, 1 sigmoid (scale in `link_param`), 2 softmax, 3 exp, 4 step (format 2).
     pub link: u32,
     /// 0 sum, 1 average (divisor in `aggregate_divisor`).
     pub aggregate: u32,
@@ -125,6 +171,7 @@ pub mod link {
     pub const SIGMOID: u32 = 1;
     pub const SOFTMAX: u32 = 2;
     pub const EXP: u32 = 3;
+    pub const STEP: u32 = 4;
 }
 pub mod aggregate {
     pub const SUM: u32 = 0;
@@ -153,11 +200,16 @@ pub struct TreeSpec {
     /// Index of the root in NODES; the tree owns nodes `root..end`.
     pub root: u32,
     pub end: u32,
-    /// Which output its leaves add to.
+    /// Which output its leaves add to, or [`VECTOR_OUTPUT`]: each leaf then indexes the first
+    /// of `n_outputs` consecutive LEAVES values, one per output (XGBoost's
+    /// `multi_output_tree`).
     pub output: u32,
     /// Number of splits on the longest root-to-leaf path (0 for a lone leaf).
     pub depth: u32,
 }
+
+/// `TreeSpec::output` of a vector-leaf tree.
+pub const VECTOR_OUTPUT: u32 = u32::MAX;
 
 /// One tree node, 12 bytes.
 ///
@@ -195,6 +247,9 @@ pub mod node {
     pub const OP_NE: u16 = 3 << OP_SHIFT;
     /// `x < threshold`, but `|x| <= 1e-35` is missing (LightGBM `missing_type = Zero`).
     pub const OP_LT_ZERO_MISSING: u16 = 4 << OP_SHIFT;
+    /// `x` is an integer in the CAT_SPLITS set `payload` (exact equality with one of its
+    /// codes, ONNX `BRANCH_MEMBER`): `IN_SET` without truncation. Format 2.
+    pub const OP_MEMBER: u16 = 5 << OP_SHIFT;
     /// Bits 0..11 are reserved and must be zero.
     pub const RESERVED: u16 = (1 << OP_SHIFT) - 1;
     /// A leaf's payload: a quiet NaN carrying the leaf index in its low 22 bits.
@@ -215,4 +270,70 @@ pub struct CatSplit {
     /// Values `x <= invalid_at_or_below` are never in the set.
     pub invalid_at_or_below: f32,
     pub reserved: u32,
+}
+
+/// A linear leaf (LightGBM `linear_tree`), one per LEAVES entry when the header has
+/// `HAS_LINEAR_LEAVES`: the leaf's value is `constant + sum(coeff * x[feature])` over its terms,
+/// added in order in f64, or its LEAVES value (the plain leaf output) when any of those
+/// features is NaN. A leaf without terms is worth `constant`.
+#[derive(Clone, Copy, Debug, Pod, Zeroable, PartialEq)]
+#[repr(C)]
+pub struct LinearLeaf {
+    pub constant: f64,
+    /// Its terms are LINEAR_TERMS[term_offset .. term_offset + n_terms].
+    pub term_offset: u32,
+    pub n_terms: u32,
+}
+
+#[derive(Clone, Copy, Debug, Pod, Zeroable, PartialEq)]
+#[repr(C)]
+pub struct LinearTerm {
+    pub feature: u32,
+    pub reserved: u32,
+    pub coeff: f64,
+}
+
+/// A model with CTR features scores a row copied into a stack buffer with the CTR values after
+/// the input features (split features `n_features + k` are CTR `k`): at most this many values.
+pub const MAX_CTR_ROW: u32 = 1024;
+
+/// A CatBoost online CTR feature: the row's projection (its CTR_PARTS, hashed in order with
+/// CatBoost's `CalcHash`) is looked up among CTR_KEYS[key_offset .. key_offset + n_keys]
+/// (ascending); found at `i`, the feature is CTR_VALUES[key_offset + i], else `empty_value`.
+/// The values are CatBoost's `TModelCtr::Calc` of each key's counters, computed by the compiler
+/// in f32 exactly as CatBoost computes them.
+#[derive(Clone, Copy, Debug, Pod, Zeroable, PartialEq)]
+#[repr(C)]
+pub struct CtrFeature {
+    pub part_offset: u32,
+    pub n_parts: u32,
+    pub key_offset: u32,
+    pub n_keys: u32,
+    pub empty_value: f32,
+    pub reserved: u32,
+}
+
+/// One element of a CTR's projection. Parts are hashed categorical features first, then
+/// binarized float features, then one-hot flags (CatBoost's `CalcHashes` order).
+#[derive(Clone, Copy, Debug, Pod, Zeroable, PartialEq)]
+#[repr(C)]
+pub struct CtrPart {
+    /// [`ctr_part`] kind.
+    pub kind: u32,
+    /// Input feature index.
+    pub feature: u32,
+    /// `ABOVE*`: the border's f32 bits; `ONE_HOT`: the category hash.
+    pub value: u32,
+    pub reserved: u32,
+}
+
+pub mod ctr_part {
+    /// The category's CatBoost hash, sign-extended from 32 bits.
+    pub const CATEGORY: u32 = 0;
+    /// `x > border` (NaN: false).
+    pub const ABOVE: u32 = 1;
+    /// `x > border` (NaN: true; CatBoost `nan_value_treatment: AsTrue`).
+    pub const ABOVE_NAN_TRUE: u32 = 2;
+    /// The category's hash equals `value`.
+    pub const ONE_HOT: u32 = 3;
 }

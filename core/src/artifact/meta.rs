@@ -33,6 +33,8 @@ pub enum Link {
     Softmax,
     /// `exp(margin)` (Poisson, Gamma, Tweedie objectives).
     Exp,
+    /// `1` if `margin > 0`, else `0` (XGBoost `binary:hinge`). Format 2.
+    Step,
 }
 
 impl Link {
@@ -52,6 +54,7 @@ impl Link {
                 m.iter_mut().for_each(|v| *v /= sum);
             }
             Link::Exp => m.iter_mut().for_each(|v| *v = v.exp()),
+            Link::Step => m.iter_mut().for_each(|v| *v = if *v > 0.0 { 1.0 } else { 0.0 }),
         }
     }
 }

@@ -6,10 +6,12 @@
 //! mispredicting its branches. A tree that reaches its leaf early stays there (see
 //! `layout::Node`).
 
-use crate::artifact::layout::{node, CatSplit, FeatureSpec, Meta, Node, TreeSpec, ZERO_THRESHOLD};
+use crate::artifact::layout::{node, CatSplit, CtrFeature, CtrPart, FeatureSpec, LinearLeaf, LinearTerm, Meta, Node, TreeSpec};
+use crate::artifact::layout::{MAX_CTR_ROW, VECTOR_OUTPUT, ZERO_THRESHOLD};
 use crate::artifact::layout::{aggregate, flags, link, STRINGS_FIXED};
 use crate::artifact::{Link, SourceFormat, Task};
 
+pub mod ctr;
 mod validate;
 pub use validate::Model;
 
@@ -43,6 +45,12 @@ pub struct TreeEnsemble<'a> {
     pub(crate) leaves: &'a [f64],
     pub(crate) cat_splits: &'a [CatSplit],
     pub(crate) cat_words: &'a [u32],
+    pub(crate) linear_leaves: &'a [LinearLeaf],
+    pub(crate) linear_terms: &'a [LinearTerm],
+    pub(crate) ctr_features: &'a [CtrFeature],
+    pub(crate) ctr_parts: &'a [CtrPart],
+    pub(crate) ctr_keys: &'a [u64],
+    pub(crate) ctr_values: &'a [f32],
 }
 
 impl<'a> TreeEnsemble<'a> {
@@ -163,6 +171,7 @@ impl<'a> TreeEnsemble<'a> {
                 link::SIGMOID => Link::Sigmoid { scale: self.meta.link_param },
                 link::SOFTMAX => Link::Softmax,
                 link::EXP => Link::Exp,
+                link::STEP => Link::Step,
                 _ => Link::Identity,
             };
             link.apply(acc);
@@ -173,24 +182,67 @@ impl<'a> TreeEnsemble<'a> {
         Ok(())
     }
 
+    /// CatBoost CTR features: one per split feature beyond the inputs.
+    pub fn ctr_features(&self) -> &'a [CtrFeature] {
+        self.ctr_features
+    }
+
     /// Adds every tree's leaf value to `acc[tree.output]`.
     #[inline]
     fn accumulate(&self, x: &[f32], acc: &mut [f64]) {
+        if self.flags & flags::HAS_CTRS != 0 {
+            return self.accumulate_with_ctrs(x, acc);
+        }
         // Most rows have no missing value: check once per row, not once per node.
         let nan = x[..self.n_features()].iter().any(|v| v.is_nan());
+        if self.flags & flags::RICH_LEAVES != 0 {
+            // Vector and linear leaves are rare: one general loop (every test kind, the leaf
+            // kind chosen per tree) keeps the common loops below free of leaf branches.
+            return if nan { self.walk::<true, true, true, true>(x, acc) } else { self.walk::<true, true, false, true>(x, acc) };
+        }
         match (self.flags, nan) {
-            (0, false) => self.walk::<false, false, false>(x, acc),
-            (0, true) => self.walk::<false, false, true>(x, acc),
-            (flags::HAS_CATEGORICAL, false) => self.walk::<true, false, false>(x, acc),
-            (flags::HAS_CATEGORICAL, true) => self.walk::<true, false, true>(x, acc),
-            (flags::HAS_RARE_TESTS, false) => self.walk::<false, true, false>(x, acc),
-            (flags::HAS_RARE_TESTS, true) => self.walk::<false, true, true>(x, acc),
-            (_, false) => self.walk::<true, true, false>(x, acc),
-            (_, true) => self.walk::<true, true, true>(x, acc),
+            (0, false) => self.walk::<false, false, false, false>(x, acc),
+            (0, true) => self.walk::<false, false, true, false>(x, acc),
+            (flags::HAS_CATEGORICAL, false) => self.walk::<true, false, false, false>(x, acc),
+            (flags::HAS_CATEGORICAL, true) => self.walk::<true, false, true, false>(x, acc),
+            (flags::HAS_RARE_TESTS, false) => self.walk::<false, true, false, false>(x, acc),
+            (flags::HAS_RARE_TESTS, true) => self.walk::<false, true, true, false>(x, acc),
+            (_, false) => self.walk::<true, true, false, false>(x, acc),
+            (_, true) => self.walk::<true, true, true, false>(x, acc),
         }
     }
 
-    fn walk<const CAT: bool, const RARE: bool, const NAN: bool>(&self, x: &[f32], acc: &mut [f64]) {
+    /// The row with the CTR features after the inputs, on the stack (validation bounds its
+    /// length by `MAX_CTR_ROW`), then the general walk over it.
+    #[cold]
+    #[inline(never)]
+    fn accumulate_with_ctrs(&self, x: &[f32], acc: &mut [f64]) {
+        let nf = self.n_features();
+        let total = nf + self.ctr_features.len();
+        let mut small = [0f32; 128];
+        let mut large;
+        let row = if total <= small.len() {
+            &mut small[..total]
+        } else {
+            large = [0f32; MAX_CTR_ROW as usize];
+            &mut large[..total]
+        };
+        row[..nf].copy_from_slice(&x[..nf]);
+        for (k, c) in self.ctr_features.iter().enumerate() {
+            let parts = &self.ctr_parts[c.part_offset as usize..(c.part_offset + c.n_parts) as usize];
+            let keys = c.key_offset as usize..(c.key_offset + c.n_keys) as usize;
+            row[nf + k] = ctr::value(c, parts, &self.ctr_keys[keys.clone()], &self.ctr_values[keys], x);
+        }
+        let row = &*row;
+        match (self.flags & flags::RICH_LEAVES != 0, row.iter().any(|v| v.is_nan())) {
+            (false, false) => self.walk::<true, true, false, false>(row, acc),
+            (false, true) => self.walk::<true, true, true, false>(row, acc),
+            (true, false) => self.walk::<true, true, false, true>(row, acc),
+            (true, true) => self.walk::<true, true, true, true>(row, acc),
+        }
+    }
+
+    fn walk<const CAT: bool, const RARE: bool, const NAN: bool, const RICH: bool>(&self, x: &[f32], acc: &mut [f64]) {
         let mut groups = self.trees.chunks_exact(LANES);
         for group in &mut groups {
             let mut at = [0u32; LANES];
@@ -205,7 +257,7 @@ impl<'a> TreeEnsemble<'a> {
                 }
             }
             for k in 0..LANES {
-                acc[group[k].output as usize] += self.leaf_value(at[k]);
+                self.add_leaf::<RICH>(group[k].output, at[k], x, acc);
             }
         }
         for tree in groups.remainder() {
@@ -213,7 +265,46 @@ impl<'a> TreeEnsemble<'a> {
             for _ in 0..tree.depth {
                 at = self.step::<CAT, RARE, NAN>(at, x);
             }
-            acc[tree.output as usize] += self.leaf_value(at);
+            self.add_leaf::<RICH>(tree.output, at, x, acc);
+        }
+    }
+
+    #[inline(always)]
+    fn add_leaf<const RICH: bool>(&self, output: u32, at: u32, x: &[f32], acc: &mut [f64]) {
+        if !RICH {
+            acc[output as usize] += self.leaf_value(at);
+        } else if output == VECTOR_OUTPUT {
+            // SAFETY: validation checks that a vector tree's leaves index n_outputs values each.
+            let first = unsafe { self.nodes.get_unchecked(at as usize).payload & node::LEAF_INDEX_MASK } as usize;
+            for (o, a) in acc.iter_mut().enumerate() {
+                *a += unsafe { *self.leaves.get_unchecked(first + o) };
+            }
+        } else if !self.linear_leaves.is_empty() {
+            acc[output as usize] += self.linear_value(at, x);
+        } else {
+            acc[output as usize] += self.leaf_value(at);
+        }
+    }
+
+    /// A linear leaf's value (see `layout::LinearLeaf`), with LightGBM's rule for NaN: any
+    /// NaN among the leaf's features and the leaf is worth its plain output instead.
+    #[inline(always)]
+    fn linear_value(&self, at: u32, x: &[f32]) -> f64 {
+        // SAFETY: validation checks LINEAR_LEAVES has one entry per leaf, every term range lies
+        // in LINEAR_TERMS and every term's feature is < n_features <= x.len().
+        unsafe {
+            let index = (self.nodes.get_unchecked(at as usize).payload & node::LEAF_INDEX_MASK) as usize;
+            let leaf = self.linear_leaves.get_unchecked(index);
+            let terms = self.linear_terms.get_unchecked(leaf.term_offset as usize..(leaf.term_offset + leaf.n_terms) as usize);
+            let mut value = leaf.constant;
+            for t in terms {
+                let v = *x.get_unchecked(t.feature as usize);
+                if v.is_nan() {
+                    return *self.leaves.get_unchecked(index);
+                }
+                value += v as f64 * t.coeff;
+            }
+            value
         }
     }
 
@@ -251,7 +342,10 @@ impl<'a> TreeEnsemble<'a> {
     #[inline(never)]
     fn rare_test(&self, op: u16, payload: u32, v: f32, missing_yes: bool) -> bool {
         match op {
-            node::OP_IN_SET => {
+            node::OP_IN_SET | node::OP_MEMBER => {
+                if op == node::OP_MEMBER && v != v.trunc() {
+                    return false;
+                }
                 // SAFETY: IN_SET payloads index CAT_SPLITS and each bitset lies in CAT_WORDS.
                 let split = unsafe { self.cat_splits.get_unchecked(payload as usize) };
                 if v <= split.invalid_at_or_below {

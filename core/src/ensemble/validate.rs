@@ -24,7 +24,7 @@ pub(crate) struct Parts {
     meta: Meta,
     flags: u32,
     checksum: u64,
-    ranges: [core::ops::Range<usize>; 9],
+    ranges: [core::ops::Range<usize>; 15],
 }
 
 impl Model {
@@ -64,6 +64,12 @@ fn view<'a>(bytes: &'a [u8], p: &Parts) -> TreeEnsemble<'a> {
         leaves: bytemuck::cast_slice(r(6)),
         cat_splits: bytemuck::cast_slice(r(7)),
         cat_words: bytemuck::cast_slice(r(8)),
+        linear_leaves: bytemuck::cast_slice(r(9)),
+        linear_terms: bytemuck::cast_slice(r(10)),
+        ctr_features: bytemuck::cast_slice(r(11)),
+        ctr_parts: bytemuck::cast_slice(r(12)),
+        ctr_keys: bytemuck::cast_slice(r(13)),
+        ctr_values: bytemuck::cast_slice(r(14)),
     }
 }
 
@@ -100,7 +106,7 @@ fn validate(bytes: &[u8]) -> Result<Parts, E> {
         if header.magic != MAGIC {
             return Err(E::BadMagic);
         }
-        if header.format_version != FORMAT_VERSION {
+        if !(OLDEST_FORMAT_VERSION..=FORMAT_VERSION).contains(&header.format_version) {
             return Err(E::UnsupportedVersion { found: header.format_version, supported: FORMAT_VERSION });
         }
         if header.file_len != bytes.len() as u64 {
@@ -113,8 +119,9 @@ fn validate(bytes: &[u8]) -> Result<Parts, E> {
         if !(bytes.as_ptr() as usize).is_multiple_of(8) {
             return Err(E::Misaligned);
         }
-        if header.flags & !flags::ALL != 0 {
-            return Err(E::UnknownFlags(header.flags & !flags::ALL));
+        let known = if header.format_version >= 2 { flags::ALL } else { flags::ALL & !flags::FORMAT_2 };
+        if header.flags & !known != 0 {
+            return Err(E::UnknownFlags(header.flags & !known));
         }
         if header.reserved != [0; 7] {
             return Err(E::ReservedNotZero("header.reserved"));
@@ -128,6 +135,9 @@ fn validate(bytes: &[u8]) -> Result<Parts, E> {
             pod_read_unaligned(&bytes[e.offset as usize..(e.offset + e.len) as usize])
         };
         check_meta(&meta)?;
+        if meta.link > link::EXP && header.format_version < 2 {
+            return Err(E::Meta("unknown link function"));
+        }
         let strings = &bytes[entries[1].offset as usize..(entries[1].offset + entries[1].len) as usize];
         check_strings(strings, meta.n_features)?;
         let features: &[FeatureSpec] = section(bytes, &entries[2], SectionKind::Features, meta.n_features as u64)?;
@@ -137,6 +147,20 @@ fn validate(bytes: &[u8]) -> Result<Parts, E> {
         let leaves: &[f64] = section(bytes, &entries[6], SectionKind::Leaves, meta.n_leaves as u64)?;
         let cat_splits: &[CatSplit] = section(bytes, &entries[7], SectionKind::CatSplits, meta.n_cat_splits as u64)?;
         let cat_words: &[u32] = section(bytes, &entries[8], SectionKind::CatWords, meta.n_cat_words as u64)?;
+        let linear = header.flags & flags::HAS_LINEAR_LEAVES != 0;
+        let n_linear = if linear { meta.n_leaves as u64 } else { 0 };
+        let linear_leaves: &[LinearLeaf] = section(bytes, &entries[9], SectionKind::LinearLeaves, n_linear)?;
+        let n_terms = entries[10].len / core::mem::size_of::<LinearTerm>() as u64;
+        let linear_terms: &[LinearTerm] = section(bytes, &entries[10], SectionKind::LinearTerms, if linear { n_terms } else { 0 })?;
+        check_linear(&meta, linear_leaves, linear_terms)?;
+        let ctrs = header.flags & flags::HAS_CTRS != 0;
+        let count = |k: usize, size: usize| if ctrs { entries[k].len / size as u64 } else { 0 };
+        let ctr_features: &[CtrFeature] = section(bytes, &entries[11], SectionKind::CtrFeatures, count(11, 24))?;
+        let ctr_parts: &[CtrPart] = section(bytes, &entries[12], SectionKind::CtrParts, count(12, 16))?;
+        let ctr_keys: &[u64] = section(bytes, &entries[13], SectionKind::CtrKeys, count(13, 8))?;
+        let ctr_values: &[f32] = section(bytes, &entries[14], SectionKind::CtrValues, ctr_keys.len() as u64)?;
+        check_ctrs(&meta, ctrs, ctr_features, ctr_parts, ctr_keys, ctr_values)?;
+        let split_features = meta.n_features + ctr_features.len() as u32;
 
         for (i, f) in features.iter().enumerate() {
             let ok = match f.kind {
@@ -165,7 +189,12 @@ fn validate(bytes: &[u8]) -> Result<Parts, E> {
                 return Err(E::CatSplit { split: i, reason: "NaN lower bound" });
             }
         }
-        let used = check_trees(&meta, trees, nodes)?;
+        let used = check_trees(&meta, header.format_version, split_features, trees, nodes)?
+            | if linear { flags::HAS_LINEAR_LEAVES } else { 0 }
+            | if ctrs { flags::HAS_CTRS } else { 0 };
+        if used & flags::RICH_LEAVES == flags::RICH_LEAVES {
+            return Err(E::Meta("vector leaves and linear leaves in one model"));
+        }
         if used != header.flags {
             return Err(E::FlagsMismatch { declared: header.flags, used });
         }
@@ -174,18 +203,20 @@ fn validate(bytes: &[u8]) -> Result<Parts, E> {
     }
 }
 
-fn section_table(bytes: &[u8], header: &Header) -> Result<[SectionEntry; 9], E> {
-    if header.section_count as usize != SECTION_KINDS.len() {
+/// The section table; a format-1 file's missing sections come back empty.
+fn section_table(bytes: &[u8], header: &Header) -> Result<[SectionEntry; 15], E> {
+    let count = section_count(header.format_version);
+    if header.section_count as usize != count {
         return Err(E::SectionTable("wrong number of sections"));
     }
     let entry_len = core::mem::size_of::<SectionEntry>();
-    let table_end = HEADER_LEN + SECTION_KINDS.len() * entry_len;
+    let table_end = HEADER_LEN + count * entry_len;
     if bytes.len() < table_end {
         return Err(E::SectionTable("truncated"));
     }
-    let mut entries = [SectionEntry { kind: 0, reserved: 0, offset: 0, len: 0 }; 9];
+    let mut entries = [SectionEntry { kind: 0, reserved: 0, offset: 0, len: 0 }; 15];
     let mut previous_end = table_end as u64;
-    for (i, kind) in SECTION_KINDS.iter().enumerate() {
+    for (i, kind) in SECTION_KINDS[..count].iter().enumerate() {
         let at = HEADER_LEN + i * entry_len;
         let e: SectionEntry = pod_read_unaligned(&bytes[at..at + entry_len]);
         if e.kind != *kind as u32 {
@@ -217,7 +248,7 @@ fn check_meta(m: &Meta) -> Result<(), E> {
     if !(1..=4).contains(&m.source) {
         return Err(E::Meta("unknown source format"));
     }
-    if m.link > link::EXP {
+    if m.link > link::STEP {
         return Err(E::Meta("unknown link function"));
     }
     if m.aggregate > aggregate::AVERAGE {
@@ -274,8 +305,82 @@ fn check_strings(s: &[u8], n_features: u32) -> Result<(), E> {
     Ok(())
 }
 
-/// Checks every tree and node; returns the header flags the node tests require.
-fn check_trees(meta: &Meta, trees: &[TreeSpec], nodes: &[Node]) -> Result<u32, E> {
+/// Linear leaves: finite constants, term ranges inside LINEAR_TERMS, terms on real features,
+/// finite coefficients.
+fn check_linear(meta: &Meta, leaves: &[LinearLeaf], terms: &[LinearTerm]) -> Result<(), E> {
+    for (i, l) in leaves.iter().enumerate() {
+        if !l.constant.is_finite() {
+            return Err(E::NotFinite { what: "linear leaf constant", index: i });
+        }
+        if l.term_offset as u64 + l.n_terms as u64 > terms.len() as u64 {
+            return Err(E::Linear { index: i, reason: "terms extend past LINEAR_TERMS" });
+        }
+    }
+    for (i, t) in terms.iter().enumerate() {
+        if t.reserved != 0 {
+            return Err(E::ReservedNotZero("linear_term.reserved"));
+        }
+        if t.feature >= meta.n_features {
+            return Err(E::Linear { index: i, reason: "term on a feature out of range" });
+        }
+        if !t.coeff.is_finite() {
+            return Err(E::NotFinite { what: "linear coefficient", index: i });
+        }
+    }
+    Ok(())
+}
+
+/// CTR features: declared exactly when the flag is set, parts on input features, key ranges
+/// inside CTR_KEYS and ascending (the evaluator binary-searches them), finite values, and a
+/// row with the CTR values that fits the evaluator's stack buffer.
+fn check_ctrs(meta: &Meta, declared: bool, ctrs: &[CtrFeature], parts: &[CtrPart], keys: &[u64], values: &[f32]) -> Result<(), E> {
+    if declared && ctrs.is_empty() {
+        return Err(E::Ctr { index: 0, reason: "HAS_CTRS without CTR features" });
+    }
+    if meta.n_features as u64 + ctrs.len() as u64 > MAX_CTR_ROW as u64 && declared {
+        return Err(E::Ctr { index: 0, reason: "inputs and CTR features exceed MAX_CTR_ROW" });
+    }
+    for (i, p) in parts.iter().enumerate() {
+        if p.reserved != 0 {
+            return Err(E::ReservedNotZero("ctr_part.reserved"));
+        }
+        if p.kind > ctr_part::ONE_HOT {
+            return Err(E::CtrPart { index: i, reason: "unknown kind" });
+        }
+        if p.feature >= meta.n_features {
+            return Err(E::CtrPart { index: i, reason: "feature out of range" });
+        }
+        if matches!(p.kind, ctr_part::ABOVE | ctr_part::ABOVE_NAN_TRUE) && f32::from_bits(p.value).is_nan() {
+            return Err(E::CtrPart { index: i, reason: "NaN border" });
+        }
+    }
+    if let Some(i) = values.iter().position(|v| !v.is_finite()) {
+        return Err(E::NotFinite { what: "CTR value", index: i });
+    }
+    for (i, c) in ctrs.iter().enumerate() {
+        if c.reserved != 0 {
+            return Err(E::ReservedNotZero("ctr_feature.reserved"));
+        }
+        if !c.empty_value.is_finite() {
+            return Err(E::NotFinite { what: "CTR empty value", index: i });
+        }
+        if c.n_parts == 0 || c.part_offset as u64 + c.n_parts as u64 > parts.len() as u64 {
+            return Err(E::Ctr { index: i, reason: "parts empty or past CTR_PARTS" });
+        }
+        let end = c.key_offset as u64 + c.n_keys as u64;
+        if end > keys.len() as u64 {
+            return Err(E::Ctr { index: i, reason: "keys extend past CTR_KEYS" });
+        }
+        if keys[c.key_offset as usize..end as usize].windows(2).any(|w| w[0] >= w[1]) {
+            return Err(E::Ctr { index: i, reason: "keys not strictly ascending" });
+        }
+    }
+    Ok(())
+}
+
+/// Checks every tree and node; returns the header flags the node tests and tree kinds require.
+/// Splits may test `split_features` features: the inputs, then the CTR features.
+fn check_trees(meta: &Meta, version: u32, split_features: u32, trees: &[TreeSpec], nodes: &[Node]) -> Result<u32, E> {
     let mut used = 0u32;
     let mut next_root = 0u32;
     let mut next_leaf = 0u64;
@@ -291,9 +396,14 @@ fn check_trees(meta: &Meta, trees: &[TreeSpec], nodes: &[Node]) -> Result<u32, E
         if spec.end <= spec.root || spec.end > meta.n_nodes {
             return Err(tree_err("node range out of bounds"));
         }
-        if spec.output >= meta.n_outputs {
+        let leaf_width = if spec.output == VECTOR_OUTPUT {
+            used |= flags::HAS_VECTOR_LEAVES;
+            meta.n_outputs as u64
+        } else if spec.output < meta.n_outputs {
+            1
+        } else {
             return Err(tree_err("output index out of range"));
-        }
+        };
         if spec.depth > MAX_DEPTH {
             return Err(tree_err("too deep"));
         }
@@ -324,14 +434,14 @@ fn check_trees(meta: &Meta, trees: &[TreeSpec], nodes: &[Node]) -> Result<u32, E
                 if (nd.payload & node::LEAF_INDEX_MASK) as u64 != next_leaf {
                     return Err(node_err("leaf index out of sequence (leaf count mismatch)"));
                 }
-                next_leaf += 1;
+                next_leaf += leaf_width;
                 tree_depth = tree_depth.max(depth[local]);
                 continue;
             }
             if nd.flags & node::RESERVED != 0 {
                 return Err(node_err("reserved flag bits set"));
             }
-            if nd.feature as u32 >= meta.n_features {
+            if nd.feature as u32 >= split_features {
                 return Err(node_err("feature index out of range"));
             }
             let left = nd.left as u64;
@@ -343,7 +453,10 @@ fn check_trees(meta: &Meta, trees: &[TreeSpec], nodes: &[Node]) -> Result<u32, E
             }
             match nd.flags & node::OP_MASK {
                 node::OP_LT => {}
-                node::OP_IN_SET => {
+                node::OP_IN_SET | node::OP_MEMBER => {
+                    if nd.flags & node::OP_MASK == node::OP_MEMBER && version < 2 {
+                        return Err(node_err("unknown test"));
+                    }
                     used |= flags::HAS_CATEGORICAL;
                     if nd.payload >= meta.n_cat_splits {
                         return Err(node_err("categorical split index out of range"));
@@ -352,7 +465,7 @@ fn check_trees(meta: &Meta, trees: &[TreeSpec], nodes: &[Node]) -> Result<u32, E
                 node::OP_EQ | node::OP_NE | node::OP_LT_ZERO_MISSING => used |= flags::HAS_RARE_TESTS,
                 _ => return Err(node_err("unknown test")),
             }
-            if nd.flags & node::OP_MASK != node::OP_IN_SET && f32::from_bits(nd.payload).is_nan() {
+            if !matches!(nd.flags & node::OP_MASK, node::OP_IN_SET | node::OP_MEMBER) && f32::from_bits(nd.payload).is_nan() {
                 return Err(node_err("NaN threshold"));
             }
             let l = left as usize - spec.root as usize;

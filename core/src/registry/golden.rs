@@ -52,7 +52,11 @@ pub fn default_golden_inputs(e: &TreeEnsemble<'_>) -> Vec<Vec<Option<f32>>> {
             continue;
         }
         let f = nd.feature as usize;
-        if nd.flags & node::OP_MASK == node::OP_IN_SET {
+        // Splits on CTR features (past the inputs) test values computed from the inputs.
+        if f >= n {
+            continue;
+        }
+        if matches!(nd.flags & node::OP_MASK, node::OP_IN_SET | node::OP_MEMBER) {
             let split = e.cat_splits[nd.payload as usize];
             let words = &e.cat_words[split.word_offset as usize..][..split.n_words as usize];
             for (w, bits) in words.iter().enumerate() {

@@ -16,6 +16,7 @@ const A_STRINGS: i32 = 8;
 
 // `TensorProto.data_type` values.
 pub(super) const T_FLOAT: i32 = 1;
+pub(super) const T_UINT8: i32 = 2;
 pub(super) const T_DOUBLE: i32 = 11;
 
 fn type_name(t: i32) -> String {
@@ -106,6 +107,37 @@ impl<'a> Attrs<'a> {
             },
             (None, None) => Ok(None),
         }
+    }
+}
+
+impl<'a> Attrs<'a> {
+    fn tensor(&self, name: &str) -> Result<Option<&'a pb::TensorProto>, ReadError> {
+        match self.typed(name, A_TENSOR)? {
+            None => Ok(None),
+            Some(a) => a.t.as_ref().map(Some).ok_or_else(|| malformed(format!("{} attribute {name} holds no tensor", self.op))),
+        }
+    }
+
+    /// A TENSOR attribute of FLOAT or DOUBLE elements (opset 5's `nodes_splits`, ...), widened.
+    pub fn tensor_reals(&self, name: &str) -> Result<Option<Vec<f64>>, ReadError> {
+        self.tensor(name)?.map(|t| tensor_reals(t, name)).transpose()
+    }
+
+    /// A TENSOR attribute of UINT8 elements (opset 5's `nodes_modes`).
+    pub fn tensor_u8(&self, name: &str) -> Result<Option<Vec<u8>>, ReadError> {
+        let Some(t) = self.tensor(name)? else { return Ok(None) };
+        if t.data_type != T_UINT8 {
+            return Err(malformed(format!("{} attribute {name} has tensor element type #{} (expected UINT8)", self.op, t.data_type)));
+        }
+        if !t.raw_data.is_empty() {
+            return Ok(Some(t.raw_data.clone()));
+        }
+        // UINT8 elements may also sit one per int32_data entry.
+        t.int32_data
+            .iter()
+            .map(|&v| u8::try_from(v).map_err(|_| malformed(format!("{} attribute {name}: {v} is not a UINT8", self.op))))
+            .collect::<Result<Vec<u8>, _>>()
+            .map(Some)
     }
 }
 

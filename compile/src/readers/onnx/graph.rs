@@ -12,9 +12,7 @@ pub(super) fn find_ensemble(graph: &pb::GraphProto) -> Result<(usize, Kind), Rea
         let kind = match n.op_type.as_str() {
             "TreeEnsembleClassifier" => Kind::Classifier,
             "TreeEnsembleRegressor" => Kind::Regressor,
-            "TreeEnsemble" if n.domain == ML => {
-                return Err(unsupported("the ai.onnx.ml TreeEnsemble operator (opset 5); export TreeEnsembleClassifier/TreeEnsembleRegressor"))
-            }
+            "TreeEnsemble" => Kind::Ensemble5,
             _ => continue,
         };
         if n.domain != ML {
@@ -24,7 +22,7 @@ pub(super) fn find_ensemble(graph: &pb::GraphProto) -> Result<(usize, Kind), Rea
     }
     match found[..] {
         [one] => Ok(one),
-        [] => Err(unsupported("graph without a TreeEnsembleClassifier or TreeEnsembleRegressor node")),
+        [] => Err(unsupported("graph without a TreeEnsemble, TreeEnsembleClassifier or TreeEnsembleRegressor node")),
         _ => Err(unsupported(format!("graph with {} tree ensembles (only one is supported)", found.len()))),
     }
 }
@@ -98,7 +96,7 @@ pub(super) fn check_graph(graph: &pb::GraphProto, at: usize, kind: Kind) -> Resu
     // Downstream of the scores: only layout/type changes.
     let (scores, label) = match kind {
         Kind::Classifier => (ens.output.get(1), ens.output.first()),
-        Kind::Regressor => (ens.output.first(), None),
+        Kind::Regressor | Kind::Ensemble5 => (ens.output.first(), None),
     };
     let scores = scores.filter(|s| !s.is_empty()).ok_or_else(|| malformed(format!("{} has no scores output", ens.op_type)))?;
     let mut queue: VecDeque<&str> = VecDeque::from([scores.as_str()]);

@@ -424,7 +424,7 @@ fn graph_shapes() {
     assert!(err(vec![tree("X", "a"), tree("X", "b")]).contains("graph with 2 tree ensembles"));
     let linear = node("LinearRegressor", ML, &["X"], &["lin"], vec![]);
     assert!(err(vec![tree("X", "variable"), linear]).contains("LinearRegressor (ai.onnx.ml) beside the tree ensemble"));
-    assert!(err(vec![]).contains("without a TreeEnsembleClassifier or TreeEnsembleRegressor"));
+    assert!(err(vec![]).contains("without a TreeEnsemble, TreeEnsembleClassifier or TreeEnsembleRegressor"));
     // Pass-through nodes before and after are fine; the width comes from the input shape.
     let id = node("Identity", "", &["X"], &["Xi"], vec![]);
     let cast_in = node("Cast", "", &["Xi"], &["Xf"], vec![int("to", 1)]);
@@ -482,4 +482,62 @@ fn reindexes_in_preorder_and_keeps_attribute_types() {
     let mut bad = reg_attrs(&R, 2);
     set(&mut bad, pb::AttributeProto { floats: vec![0.0; 6], ..attr("nodes_values", 7) });
     assert!(from_proto(&regressor(bad)).unwrap_err().to_string().contains("nodes_values has type INTS, expected FLOATS"));
+}
+
+// ---------------------------------------------------------------- TreeEnsemble (opset 5)
+
+fn tensor_attr(name: &str, data_type: i32, float_data: Vec<f32>, int32_data: Vec<i32>) -> pb::AttributeProto {
+    let n = float_data.len().max(int32_data.len()) as i64;
+    let t = pb::TensorProto { dims: vec![n], data_type, float_data, int32_data, ..Default::default() };
+    pb::AttributeProto { t: Some(t), ..attr(name, 4) }
+}
+
+/// One tree: node 0 tests `x0` with `mode` against 0.5 → leaf 0 (true, weight 1) / leaf 1
+/// (false, weight 2), both for target 0.
+fn ensemble5(mode: i32, members: &[f32], extra: Vec<pb::AttributeProto>) -> pb::ModelProto {
+    let mut a = vec![
+        int("n_targets", 1),
+        ints("tree_roots", &[0]),
+        ints("nodes_featureids", &[0]),
+        ints("nodes_truenodeids", &[0]),
+        ints("nodes_trueleafs", &[1]),
+        ints("nodes_falsenodeids", &[1]),
+        ints("nodes_falseleafs", &[1]),
+        ints("leaf_targetids", &[0, 0]),
+        tensor_attr("nodes_modes", 2, vec![], vec![mode]),
+        tensor_attr("nodes_splits", 1, vec![0.5], vec![]),
+        tensor_attr("leaf_weights", 1, vec![1.0, 2.0], vec![]),
+    ];
+    if !members.is_empty() {
+        a.push(tensor_attr("membership_values", 1, members.to_vec(), vec![]));
+    }
+    for e in extra {
+        set(&mut a, e);
+    }
+    model(vec![node("TreeEnsemble", ML, &["X"], &["Y"], a)], Some(1))
+}
+
+#[test]
+fn tree_ensemble_5_modes_and_membership() {
+    let score = |m: &pb::ModelProto, x: f32| from_proto(m).unwrap().margins(&[x])[0];
+    let le = ensemble5(0, &[], vec![]);
+    assert_eq!((score(&le, 0.5), score(&le, 0.6), score(&le, f32::NAN)), (1.0, 2.0, 2.0));
+    let member = ensemble5(6, &[1.0, 3.0, f32::NAN], vec![ints("nodes_missing_value_tracks_true", &[1])]);
+    let got: Vec<f64> = [1.0, 2.0, 3.0, 2.5, -1.0, f32::NAN].iter().map(|&x| score(&member, x)).collect();
+    assert_eq!(got, [1.0, 2.0, 1.0, 2.0, 2.0, 1.0]);
+}
+
+#[test]
+fn tree_ensemble_5_refusals_name_the_construct() {
+    let err = |m: pb::ModelProto| from_proto(&m).unwrap_err().to_string();
+    assert_eq!(
+        err(ensemble5(6, &[1.5, f32::NAN], vec![])),
+        "unsupported in onnx model: TreeEnsemble membership split (node 0) on the value 1.5: only integer codes in 0..16777216 compile"
+    );
+    assert_eq!(err(ensemble5(0, &[], vec![int("aggregate_function", 3)])), "unsupported in onnx model: TreeEnsemble aggregate_function MAX");
+    let two = vec![int("n_targets", 2), int("post_transform", 4)];
+    assert_eq!(err(ensemble5(0, &[], two)), "unsupported in onnx model: TreeEnsemble post_transform PROBIT");
+    assert_eq!(err(ensemble5(7, &[], vec![])), "unsupported in onnx model: TreeEnsemble node mode 7 (node 0)");
+    assert!(err(ensemble5(0, &[], vec![ints("leaf_targetids", &[0, 1])])).contains("leaf 1: target 1 out of range"));
+    assert!(err(ensemble5(0, &[], vec![ints("nodes_truenodeids", &[0]), ints("nodes_trueleafs", &[0])])).contains("node 0 is reached twice"));
 }

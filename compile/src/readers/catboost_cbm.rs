@@ -1,0 +1,235 @@
+//! CatBoost's binary model format (`.cbm`, what `save_model` writes by default) → the JSON
+//! document CatBoost's own JSON export would give (`save_model(format="json")`), so one reader
+//! (`catboost::read`) gives both the same meaning, and the same artifact.
+//!
+//! The file (CatBoost 1.2.x `TFullModel::Save`): `CBM1`, a u32 length, the model core (a
+//! FlatBuffer, root `TModelCore`, schema `catboost/libs/model/flatbuffers/model.fbs`), then the
+//! parts `ModelPartIds` names: `static_provider_v1` is the CTR tables, a u32 count then per
+//! table a u32 length and a `TCtrValueTable` FlatBuffer (`ctr_data.fbs`): CatBoost's
+//! open-addressing index (packed 12-byte buckets: the u64 key, the u32 row; `u64::MAX` marks an
+//! empty bucket) and the counters blob (i32 per target class, i32 counts, or f32 sum + i32 count).
+//!
+//! Field slots are the schema's field order; `TModelTrees` (formerly `TObliviousTrees`) gained
+//! `Scale` (14), `Bias` (15) and `MultiBias` (16) after `EstimatedFeatures` (13).
+
+use super::flatbuf::{self, f32s, i32s, Table};
+use super::ReadError;
+use serde_json::{json, Map, Value};
+
+const FORMAT: &str = "catboost";
+
+fn malformed(detail: impl Into<String>) -> ReadError {
+    ReadError::malformed(FORMAT, detail)
+}
+
+fn fb(e: flatbuf::FbError) -> ReadError {
+    malformed(format!("damaged .cbm FlatBuffer: {e}"))
+}
+
+pub fn is_cbm(bytes: &[u8]) -> bool {
+    bytes.starts_with(b"CBM1")
+}
+
+/// Length-prefixed chunk at `at`: (its bytes, where the next one starts).
+fn chunk<'a>(bytes: &'a [u8], at: usize, what: &str) -> Result<(&'a [u8], usize), ReadError> {
+    let len = bytes.get(at..at + 4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize);
+    let len = len.ok_or_else(|| malformed(format!(".cbm truncated before the {what} length")))?;
+    let body = bytes.get(at + 4..at + 4 + len).ok_or_else(|| malformed(format!(".cbm truncated inside the {what} ({len} bytes)")))?;
+    Ok((body, at + 4 + len))
+}
+
+const CTR_TYPES: [&str; 6] = ["Borders", "Buckets", "BinarizedTargetMeanValue", "FloatTargetMeanValue", "Counter", "FeatureFreq"];
+const NAN_TREATMENT: [&str; 3] = ["AsIs", "AsFalse", "AsTrue"];
+
+/// A `TModelCtrBase`: (projection elements as CatBoost's JSON names them, type, target
+/// classifier), and the identifier that keys it in `ctr_data`.
+fn ctr_base(t: &Table) -> Result<(Vec<Value>, String, i32, String), ReadError> {
+    let combination = t.table(0).map_err(fb)?.ok_or_else(|| malformed("CTR without a feature combination"))?;
+    let mut elements = Vec::new();
+    for c in i32s(&combination.words(0, 1).map_err(fb)?) {
+        elements.push(json!({"cat_feature_index": c, "combination_element": "cat_feature_value"}));
+    }
+    for s in combination.words(1, 2).map_err(fb)?.chunks(2) {
+        let (index, border) = (i32::from_le_bytes(s[0]), f32::from_le_bytes(s[1]));
+        elements.push(json!({"border": border as f64, "combination_element": "float_feature", "float_feature_index": index}));
+    }
+    for s in combination.words(2, 2).map_err(fb)?.chunks(2) {
+        let (index, value) = (i32::from_le_bytes(s[0]), i32::from_le_bytes(s[1]));
+        elements.push(json!({"cat_feature_index": index, "combination_element": "cat_feature_exact_value", "value": value}));
+    }
+    let kind = t.u8(1, 0).map_err(fb)? as usize;
+    let kind = CTR_TYPES.get(kind).ok_or_else(|| malformed(format!("unknown CTR type {kind}")))?.to_string();
+    let classifier = t.i32(2, 0).map_err(fb)?;
+    let identifier = json!({"identifier": elements, "type": kind, "target_classifier": classifier}).to_string();
+    Ok((elements, kind, classifier, identifier))
+}
+
+/// One `TCtrValueTable` → (identifier, the `ctr_data` entry CatBoost's JSON export writes).
+fn value_table(buf: &[u8]) -> Result<(String, Value), ReadError> {
+    let t = flatbuf::root(buf).map_err(fb)?;
+    let base = t.table(0).map_err(fb)?.ok_or_else(|| malformed("CTR table without its CTR"))?;
+    let (_, kind, _, identifier) = ctr_base(&base)?;
+    let index = t.bytes(1).map_err(fb)?;
+    let blob = t.bytes(2).map_err(fb)?;
+    let denominator = t.i32(3, 0).map_err(fb)?;
+    let classes = t.i32(4, 0).map_err(fb)?;
+    if !index.len().is_multiple_of(12) || !blob.len().is_multiple_of(4) {
+        return Err(malformed(format!("CTR table {identifier}: index of {} bytes, blob of {} bytes", index.len(), blob.len())));
+    }
+    let word = |k: usize| blob.get(4 * k..4 * k + 4).map(|w| [w[0], w[1], w[2], w[3]]);
+    let (stride, mean) = match kind.as_str() {
+        "Counter" | "FeatureFreq" => (2usize, false),
+        "BinarizedTargetMeanValue" | "FloatTargetMeanValue" => (3, true),
+        _ => (usize::try_from(classes).ok().filter(|&c| (1..=1 << 16).contains(&c)).ok_or_else(|| malformed(format!("CTR table with {classes} target classes")))? + 1, false),
+    };
+    let mut hash_map = Vec::new();
+    for bucket in index.chunks_exact(12) {
+        let key = u64::from_le_bytes(bucket[..8].try_into().unwrap_or_default());
+        if key == u64::MAX {
+            continue;
+        }
+        let row = u32::from_le_bytes(bucket[8..12].try_into().unwrap_or_default()) as usize;
+        hash_map.push(Value::String(key.to_string()));
+        let counters = stride - 1;
+        for k in 0..counters {
+            let w = word(row * counters + k).ok_or_else(|| malformed(format!("CTR table {identifier}: row {row} past its counters")))?;
+            hash_map.push(if mean && k == 0 { json!(f32::from_le_bytes(w) as f64) } else { json!(i32::from_le_bytes(w)) });
+        }
+    }
+    Ok((identifier, json!({"counter_denominator": denominator, "hash_map": hash_map, "hash_stride": stride})))
+}
+
+/// The `.cbm` file as CatBoost's JSON model document.
+pub fn to_json(bytes: &[u8]) -> Result<Value, ReadError> {
+    let (core, mut at) = chunk(bytes, 4, "model core")?;
+    let root = flatbuf::root(core).map_err(fb)?;
+    let trees = root.table(1).map_err(fb)?.ok_or_else(|| malformed(".cbm model core without trees"))?;
+    let parts = root.strings(3).map_err(fb)?;
+
+    let mut model_info = Map::new();
+    for kv in root.tables(2).map_err(fb)? {
+        let (Some(k), Some(v)) = (kv.string(0).map_err(fb)?, kv.string(1).map_err(fb)?) else { continue };
+        let parsed = serde_json::from_str(&v).unwrap_or(Value::String(v));
+        model_info.insert(k, parsed);
+    }
+
+    for (slot, what) in [(10, "non-symmetric trees (grow_policy Depthwise or Lossguide)"), (12, "CatBoost text features"), (13, "CatBoost estimated features"), (18, "CatBoost embedding features")] {
+        if !trees.words(slot, 1).map_err(fb)?.is_empty() {
+            return Err(ReadError::unsupported(FORMAT, what, None));
+        }
+    }
+    let dimension = trees.i32(0, 1).map_err(fb)?.max(1);
+    let mut binary: Vec<Value> = Vec::new();
+    let mut float_features = Vec::new();
+    for f in trees.tables(5).map_err(fb)? {
+        let index = f.i32(1, -1).map_err(fb)?;
+        let borders = f32s(&f.words(3, 1).map_err(fb)?);
+        for &b in &borders {
+            binary.push(json!({"split_type": "FloatFeature", "float_feature_index": index, "border": b as f64}));
+        }
+        let nan = f.u8(5, 0).map_err(fb)? as usize;
+        float_features.push(json!({
+            "feature_index": index,
+            "flat_feature_index": f.i32(2, -1).map_err(fb)?,
+            "feature_id": f.string(4).map_err(fb)?.unwrap_or_default(),
+            "has_nans": f.u8(0, 0).map_err(fb)? != 0,
+            "nan_value_treatment": NAN_TREATMENT.get(nan).copied().unwrap_or("AsIs"),
+            "borders": borders.iter().map(|&b| b as f64).collect::<Vec<_>>(),
+        }));
+    }
+    let mut one_hot: std::collections::HashMap<i32, Vec<i32>> = std::collections::HashMap::new();
+    for o in trees.tables(6).map_err(fb)? {
+        let index = o.i32(0, -1).map_err(fb)?;
+        let values = i32s(&o.words(1, 1).map_err(fb)?);
+        if !o.strings(2).map_err(fb)?.is_empty() && values.is_empty() {
+            return Err(ReadError::unsupported(FORMAT, "one-hot features stored as strings", None));
+        }
+        for &v in &values {
+            binary.push(json!({"split_type": "OneHotFeature", "cat_feature_index": index, "value": v}));
+        }
+        one_hot.insert(index, values);
+    }
+    let mut categorical_features = Vec::new();
+    for c in trees.tables(4).map_err(fb)? {
+        let index = c.i32(0, -1).map_err(fb)?;
+        let mut f = json!({
+            "feature_index": index,
+            "flat_feature_index": c.i32(1, -1).map_err(fb)?,
+            "feature_id": c.string(2).map_err(fb)?.unwrap_or_default(),
+        });
+        if let Some(values) = one_hot.get(&index) {
+            f["values"] = json!(values);
+        }
+        categorical_features.push(f);
+    }
+    let mut ctrs = Vec::new();
+    for (k, c) in trees.tables(7).map_err(fb)?.iter().enumerate() {
+        let ctr = c.table(0).map_err(fb)?.ok_or_else(|| malformed(format!("CTR feature {k} without its CTR")))?;
+        let base = ctr.table(0).map_err(fb)?.ok_or_else(|| malformed(format!("CTR feature {k} without its base")))?;
+        let (elements, kind, _, identifier) = ctr_base(&base)?;
+        let borders = f32s(&c.words(1, 1).map_err(fb)?);
+        for &b in &borders {
+            binary.push(json!({"split_type": "OnlineCtr", "border": b as f64}));
+        }
+        ctrs.push(json!({
+            "borders": borders.iter().map(|&b| b as f64).collect::<Vec<_>>(),
+            "ctr_type": kind,
+            "elements": elements,
+            "identifier": identifier,
+            "prior_numerator": ctr.f32(2, 0.0).map_err(fb)? as f64,
+            "prior_denomerator": ctr.f32(3, 1.0).map_err(fb)? as f64,
+            "shift": ctr.f32(4, 0.0).map_err(fb)? as f64,
+            "scale": ctr.f32(5, 1.0).map_err(fb)? as f64,
+            "target_border_idx": ctr.i32(1, 0).map_err(fb)?,
+        }));
+    }
+
+    let splits = i32s(&trees.words(1, 1).map_err(fb)?);
+    let sizes = i32s(&trees.words(2, 1).map_err(fb)?);
+    let leaves = trees.f64s(8).map_err(fb)?;
+    let (mut next_split, mut next_leaf) = (0usize, 0usize);
+    let mut oblivious = Vec::with_capacity(sizes.len());
+    for (t, &depth) in sizes.iter().enumerate() {
+        let depth = usize::try_from(depth).ok().filter(|&d| d <= 16).ok_or_else(|| malformed(format!("tree {t}: depth {depth}")))?;
+        let ids = splits.get(next_split..next_split + depth).ok_or_else(|| malformed(format!("tree {t}: splits past TreeSplits")))?;
+        let mut tree_splits = Vec::with_capacity(depth);
+        for &s in ids {
+            let mut split = usize::try_from(s).ok().and_then(|s| binary.get(s)).cloned().ok_or_else(|| malformed(format!("tree {t}: split {s} is no binary feature")))?;
+            split["split_index"] = json!(s);
+            tree_splits.push(split);
+        }
+        let n = (1usize << depth) * dimension as usize;
+        let values = leaves.get(next_leaf..next_leaf + n).ok_or_else(|| malformed(format!("tree {t}: leaf values past LeafValues")))?;
+        oblivious.push(json!({"splits": tree_splits, "leaf_values": values}));
+        next_split += depth;
+        next_leaf += n;
+    }
+    let scale = trees.f64(14, 1.0).map_err(fb)?;
+    let mut bias = trees.f64s(16).map_err(fb)?;
+    if bias.is_empty() {
+        bias = vec![trees.f64(15, 0.0).map_err(fb)?; dimension as usize];
+    }
+
+    let mut ctr_data = Map::new();
+    for part in &parts {
+        if part != "static_provider_v1" {
+            return Err(ReadError::unsupported(FORMAT, format!("model part {part:?} in a .cbm file"), None));
+        }
+        let count = bytes.get(at..at + 4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize);
+        let count = count.ok_or_else(|| malformed(".cbm truncated before the CTR tables"))?;
+        at += 4;
+        for _ in 0..count {
+            let (table, next) = chunk(bytes, at, "CTR table")?;
+            let (id, entry) = value_table(table)?;
+            ctr_data.insert(id, entry);
+            at = next;
+        }
+    }
+    Ok(json!({
+        "features_info": {"float_features": float_features, "categorical_features": categorical_features, "ctrs": ctrs},
+        "model_info": model_info,
+        "oblivious_trees": oblivious,
+        "scale_and_bias": [scale, bias],
+        "ctr_data": ctr_data,
+    }))
+}

@@ -1,0 +1,224 @@
+//! CatBoost online CTR features (`features_info.ctrs` + `ctr_data`) → [`CtrDef`]s.
+//!
+//! Semantics (CatBoost 1.2.x `static_ctr_provider.cpp`, `TModelCtr::Calc`, and the applier
+//! CatBoost itself exports with `save_model(format="python")`):
+//! - A CTR's projection is hashed with `CalcHash` over its categorical features' hashes, then
+//!   its binarized float features (`x > border`), then its one-hot flags (`hash == value`)
+//!   (`edgescore_core::ensemble::ctr::projection_key`).
+//! - The key is looked up in the table `ctr_data[identifier].hash_map`: `hash_stride` numbers
+//!   per entry, the key first (`u64::MAX` marks an empty slot of CatBoost's open-addressing
+//!   table), then the counters.
+//! - The value is `Calc(a, b) = ((a + prior_num) / (b + prior_denom) + shift) * scale` in f32,
+//!   with (a, b) per type: Borders (2 classes) `(n1, n0 + n1)`, Borders (k classes) the
+//!   classes above `target_border_idx` against all; Buckets `(n[target_border_idx], Σ n)`;
+//!   Counter / FeatureFreq `(n, counter_denominator)`; target-mean types `(sum, count)`. A key
+//!   not in the table is worth `Calc(0, 0)` (Counter: `Calc(0, counter_denominator)`).
+//! The compiler evaluates `Calc` for every table entry here, in f32 as CatBoost does, so the
+//! evaluator only hashes and looks up.
+
+use super::ReadError;
+use crate::ir::{ctr_part, CtrDef, CtrPart};
+use serde::Deserialize;
+use serde_json::Value;
+use std::collections::HashMap;
+
+const FORMAT: &str = "catboost";
+
+fn malformed(detail: impl Into<String>) -> ReadError {
+    ReadError::malformed(FORMAT, detail)
+}
+
+#[derive(Deserialize)]
+pub(super) struct CtrJson {
+    #[serde(default)]
+    borders: Vec<f64>,
+    ctr_type: String,
+    elements: Vec<Element>,
+    identifier: String,
+    #[serde(default)]
+    prior_numerator: f64,
+    #[serde(default = "one")]
+    prior_denomerator: f64,
+    #[serde(default)]
+    scale: Option<f64>,
+    #[serde(default)]
+    shift: f64,
+    #[serde(default)]
+    target_border_idx: i64,
+}
+
+fn one() -> f64 {
+    1.0
+}
+
+#[derive(Deserialize)]
+struct Element {
+    combination_element: String,
+    #[serde(default)]
+    cat_feature_index: Option<u32>,
+    #[serde(default)]
+    float_feature_index: Option<u32>,
+    #[serde(default)]
+    border: Option<f64>,
+    #[serde(default)]
+    value: Option<i64>,
+}
+
+#[derive(Deserialize)]
+struct Table {
+    #[serde(default)]
+    counter_denominator: i64,
+    hash_map: Vec<Value>,
+    hash_stride: usize,
+}
+
+/// Where the reader finds the inputs a projection names.
+pub(super) struct Inputs<'a> {
+    /// CatBoost categorical feature index → flat input index.
+    pub cat_flat: &'a HashMap<u32, u32>,
+    /// CatBoost float feature index → (flat input index, NaN counts as above every border).
+    pub float_flat: &'a dyn Fn(u32) -> Option<(u32, bool)>,
+}
+
+/// A CTR feature and the borders its splits use, in `features_info.ctrs` order.
+pub(super) struct Ctr {
+    pub def: CtrDef,
+    pub borders: Vec<f32>,
+}
+
+pub(super) fn read(ctrs: &[CtrJson], data: &serde_json::Map<String, Value>, inputs: &Inputs) -> Result<Vec<Ctr>, ReadError> {
+    ctrs.iter().enumerate().map(|(i, c)| read_one(i, c, data, inputs)).collect()
+}
+
+fn read_one(i: usize, c: &CtrJson, data: &serde_json::Map<String, Value>, inputs: &Inputs) -> Result<Ctr, ReadError> {
+    let err = |detail: String| malformed(format!("CTR {i} ({}): {detail}", c.ctr_type));
+    // CalcHashes order: categorical features, then float splits, then one-hot flags.
+    let (mut cats, mut floats, mut one_hot) = (Vec::new(), Vec::new(), Vec::new());
+    for e in &c.elements {
+        match e.combination_element.as_str() {
+            "cat_feature_value" | "cat_feature_exact_value" => {
+                let idx = e.cat_feature_index.ok_or_else(|| err("element without cat_feature_index".into()))?;
+                let feature = *inputs.cat_flat.get(&idx).ok_or_else(|| err(format!("unknown categorical feature {idx}")))?;
+                if e.combination_element == "cat_feature_value" {
+                    cats.push(CtrPart { kind: ctr_part::CATEGORY, feature, value: 0, reserved: 0 });
+                } else {
+                    let value = e.value.ok_or_else(|| err("one-hot element without value".into()))?;
+                    one_hot.push(CtrPart { kind: ctr_part::ONE_HOT, feature, value: value as u32, reserved: 0 });
+                }
+            }
+            "float_feature" => {
+                let idx = e.float_feature_index.ok_or_else(|| err("element without float_feature_index".into()))?;
+                let (feature, nan_true) = (inputs.float_flat)(idx).ok_or_else(|| err(format!("unknown float feature {idx}")))?;
+                let border = e.border.filter(|b| !b.is_nan()).ok_or_else(|| err("float element without a border".into()))? as f32;
+                let kind = if nan_true { ctr_part::ABOVE_NAN_TRUE } else { ctr_part::ABOVE };
+                floats.push(CtrPart { kind, feature, value: border.to_bits(), reserved: 0 });
+            }
+            other => {
+                return Err(ReadError::unsupported(FORMAT, format!("CTR projection element `{other}` (CTR {i})"), None));
+            }
+        }
+    }
+    let parts: Vec<CtrPart> = cats.into_iter().chain(floats).chain(one_hot).collect();
+    if parts.is_empty() {
+        return Err(err("empty projection".into()));
+    }
+    let table: Table = serde_json::from_value(
+        data.get(&c.identifier).cloned().ok_or_else(|| err(format!("no ctr_data entry {:?}", c.identifier)))?,
+    )
+    .map_err(|e| err(format!("ctr_data entry: {e}")))?;
+    let stride = table.hash_stride;
+    if stride < 2 || stride > 1 << 16 || table.hash_map.len() % stride != 0 {
+        return Err(err(format!("hash_map of {} numbers with hash_stride {stride}", table.hash_map.len())));
+    }
+    let f = |v: f64| v as f32;
+    let (prior_num, prior_denom, shift, scale) = (f(c.prior_numerator), f(c.prior_denomerator), f(c.shift), f(c.scale.unwrap_or(1.0)));
+    // TModelCtr::Calc, in f32.
+    let calc = |a: f32, b: f32| ((a + prior_num) / (b + prior_denom) + shift) * scale;
+    let classes = stride - 1;
+    let tbi = usize::try_from(c.target_border_idx).map_err(|_| err(format!("target_border_idx {}", c.target_border_idx)))?;
+    let denominator = table.counter_denominator;
+    enum Kind {
+        Borders,
+        Buckets,
+        Counter,
+        Mean,
+    }
+    let kind = match c.ctr_type.as_str() {
+        "Borders" => Kind::Borders,
+        "Buckets" => Kind::Buckets,
+        "Counter" | "FeatureFreq" => Kind::Counter,
+        "BinarizedTargetMeanValue" | "FloatTargetMeanValue" => Kind::Mean,
+        other => return Err(ReadError::unsupported(FORMAT, format!("CTR type `{other}` (CTR {i})"), None)),
+    };
+    match kind {
+        Kind::Borders | Kind::Buckets if tbi >= classes => {
+            return Err(err(format!("target_border_idx {tbi} with {classes} target classes")));
+        }
+        Kind::Counter if stride != 2 => return Err(err(format!("counter table with hash_stride {stride}"))),
+        Kind::Mean if stride != 3 => return Err(err(format!("target-mean table with hash_stride {stride}"))),
+        _ => {}
+    }
+    let empty_value = match kind {
+        Kind::Counter => calc(0.0, denominator as f32),
+        _ => calc(0.0, 0.0),
+    };
+    let mut entries = Vec::with_capacity(table.hash_map.len() / stride);
+    for (e, row) in table.hash_map.chunks(stride).enumerate() {
+        let key = number_u64(&row[0]).ok_or_else(|| err(format!("entry {e}: key {} is not a 64-bit hash", row[0])))?;
+        if key == u64::MAX {
+            continue;
+        }
+        let int = |k: usize| row[k].as_i64().and_then(|v| i32::try_from(v).ok()).ok_or_else(|| err(format!("entry {e}: counter {} is not an int", row[k])));
+        let value = match kind {
+            Kind::Borders if classes == 2 => {
+                let (n0, n1) = (int(1)?, int(2)?);
+                calc(n1 as f32, n0.wrapping_add(n1) as f32)
+            }
+            Kind::Borders => {
+                let mut total = 0i32;
+                let mut good = 0i32;
+                for k in 0..=tbi {
+                    total = total.wrapping_add(int(1 + k)?);
+                }
+                for k in tbi + 1..classes {
+                    good = good.wrapping_add(int(1 + k)?);
+                }
+                calc(good as f32, total.wrapping_add(good) as f32)
+            }
+            Kind::Buckets => {
+                let mut total = 0i32;
+                for k in 0..classes {
+                    total = total.wrapping_add(int(1 + k)?);
+                }
+                calc(int(1 + tbi)? as f32, total as f32)
+            }
+            Kind::Counter => calc(int(1)? as f32, denominator as f32),
+            Kind::Mean => {
+                let sum = row[1].as_f64().ok_or_else(|| err(format!("entry {e}: sum {} is not a number", row[1])))? as f32;
+                calc(sum, int(2)? as f32)
+            }
+        };
+        if !value.is_finite() {
+            return Err(err(format!("entry {e}: CTR value {value} is not finite")));
+        }
+        entries.push((key, value));
+    }
+    entries.sort_unstable_by_key(|e| e.0);
+    if entries.windows(2).any(|w| w[0].0 == w[1].0) {
+        return Err(err("duplicate keys in hash_map".into()));
+    }
+    if !empty_value.is_finite() {
+        return Err(err(format!("CTR value of an unseen key {empty_value} is not finite")));
+    }
+    let borders = c.borders.iter().map(|&b| b as f32).collect();
+    Ok(Ctr { def: CtrDef { parts, table: entries, empty_value }, borders })
+}
+
+/// CatBoost writes 64-bit keys as decimal strings (they exceed JSON's exact integers).
+fn number_u64(v: &Value) -> Option<u64> {
+    match v {
+        Value::String(s) => s.parse().ok(),
+        Value::Number(n) => n.as_u64(),
+        _ => None,
+    }
+}
