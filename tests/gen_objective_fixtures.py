@@ -394,3 +394,16 @@ def gen_catboost_cbm_scaled():
 
     cb_ctr("catboost_cbm_scaled", m, X, y, cols, [], task="regression", n_outputs=1, after_fit=rescale,
            notes="No categorical features; a non-unit scale and a shifted bias, to read them from .cbm.")
+
+
+@fixture
+def gen_catboost_ctr_mean():
+    import catboost as cb
+
+    rng, X, cols, cat = cb_data("catboost_ctr_mean")
+    c1, c2 = X[:, 1].astype(int), X[:, 2].astype(int)
+    y = (c1 % 5) * 0.3 + (c2 == 2) + np.nan_to_num(X[:, 0]) + rng.normal(scale=0.1, size=len(X))
+    m = cb.CatBoostRegressor(iterations=20, depth=4, max_ctr_complexity=1, simple_ctr=["BinarizedTargetMeanValue"],
+                             **COMMON_CB)
+    cb_ctr("catboost_ctr_mean", m, X, y, cols, cat, task="regression", n_outputs=1,
+           notes="BinarizedTargetMeanValue CTRs: tables of (sum, count) per key.")

@@ -1,6 +1,6 @@
 //! `edgescore inspect`: what an artifact holds, for humans (text) and tools (JSON).
 
-use edgescore_core::artifact::layout::{node, FEATURE_CATEGORICAL};
+use edgescore_core::artifact::layout::{ctr_part, flags, node, FEATURE_CATEGORICAL};
 use edgescore_core::TreeEnsemble;
 use serde::Serialize;
 
@@ -16,6 +16,10 @@ pub struct Report {
     pub trees: usize,
     pub nodes: usize,
     pub leaves: usize,
+    /// "constant", "vector" (one value per output) or "linear" (LightGBM linear trees).
+    pub leaf_kind: String,
+    /// CatBoost CTR features, computed from the inputs (split features `n_features + k`).
+    pub ctr_features: usize,
     /// `depth_histogram[d]` = number of trees of depth d.
     pub depth_histogram: Vec<usize>,
     pub features_used: Vec<FeatureUse>,
@@ -41,7 +45,9 @@ pub struct CategoricalFeature {
 
 pub fn report(e: &TreeEnsemble) -> Report {
     let nodes = e.nodes();
-    let mut splits = vec![0usize; e.n_features()];
+    let n_inputs = e.n_features();
+    let ctrs = e.ctr_features();
+    let mut splits = vec![0usize; n_inputs + ctrs.len()];
     let mut leaves = 0;
     for n in nodes {
         if n.flags & node::LEAF != 0 {
@@ -58,7 +64,7 @@ pub fn report(e: &TreeEnsemble) -> Report {
         .iter()
         .enumerate()
         .filter(|(_, &s)| s > 0)
-        .map(|(i, &s)| FeatureUse { index: i, name: e.feature_name(i).to_string(), splits: s })
+        .map(|(i, &s)| FeatureUse { index: i, name: feature_name(e, i), splits: s })
         .collect();
     let categorical_features = e
         .features()
@@ -78,6 +84,13 @@ pub fn report(e: &TreeEnsemble) -> Report {
         trees: e.trees().len(),
         nodes: nodes.len(),
         leaves,
+        leaf_kind: match e.header_flags() & flags::RICH_LEAVES {
+            flags::HAS_VECTOR_LEAVES => "vector",
+            flags::HAS_LINEAR_LEAVES => "linear",
+            _ => "constant",
+        }
+        .into(),
+        ctr_features: ctrs.len(),
         depth_histogram,
         features_used,
         categorical_features,
@@ -85,6 +98,29 @@ pub fn report(e: &TreeEnsemble) -> Report {
         checksum: format!("{:016x}", e.checksum()),
         base_score: e.base_score().to_vec(),
     }
+}
+
+/// An input's name, or for CTR feature `k` (index `n_features + k`) `ctr{k}(` its
+/// projection's inputs `)`.
+fn feature_name(e: &TreeEnsemble, i: usize) -> String {
+    let n = e.n_features();
+    if i < n {
+        return e.feature_name(i).to_string();
+    }
+    let k = i - n;
+    let parts = e.ctr_parts(k);
+    let names: Vec<String> = parts
+        .iter()
+        .map(|p| {
+            let name = e.feature_name(p.feature as usize);
+            match p.kind {
+                ctr_part::CATEGORY => name.to_string(),
+                ctr_part::ONE_HOT => format!("{name}=#{:08x}", p.value),
+                _ => format!("{name}>{}", f32::from_bits(p.value)),
+            }
+        })
+        .collect();
+    format!("ctr{k}({})", names.join("+"))
 }
 
 pub fn render_text(r: &Report) -> String {
@@ -98,7 +134,10 @@ pub fn render_text(r: &Report) -> String {
     line("features", r.n_features.to_string());
     line("outputs", r.n_outputs.to_string());
     line("trees", r.trees.to_string());
-    line("nodes", format!("{} ({} leaves)", r.nodes, r.leaves));
+    line("nodes", format!("{} ({} leaves, {})", r.nodes, r.leaves, r.leaf_kind));
+    if r.ctr_features > 0 {
+        line("CTR features", r.ctr_features.to_string());
+    }
     let hist: Vec<String> = r.depth_histogram.iter().enumerate().filter(|(_, &c)| c > 0).map(|(d, c)| format!("{d}:{c}")).collect();
     line("depth histogram", hist.join(" "));
     line("size", format!("{} bytes", r.size_bytes));

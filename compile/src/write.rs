@@ -376,6 +376,9 @@ fn ctr_sections(model: &ModelIr) -> Result<CtrSections, WriteError> {
         if c.parts.iter().any(|p| p.feature as usize >= model.features.len() || p.kind > ctr_part::ONE_HOT) {
             return Err(err("a part on a feature out of range or of unknown kind"));
         }
+        if c.parts.iter().any(|p| matches!(p.kind, ctr_part::ABOVE | ctr_part::ABOVE_NAN_TRUE) && f32::from_bits(p.value).is_nan()) {
+            return Err(err("a float part with a NaN border"));
+        }
         if c.table.windows(2).any(|w| w[0].0 >= w[1].0) {
             return Err(err("table keys not strictly ascending"));
         }

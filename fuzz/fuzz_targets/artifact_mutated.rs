@@ -16,17 +16,22 @@ use edgescore_fuzz::mutate::{self, Fixups, Layout, Mutation};
 use edgescore_fuzz::oracle;
 use libfuzzer_sys::fuzz_target;
 
-const REAL: [&[u8]; 3] = [
+const REAL: [&[u8]; 7] = [
     include_bytes!("../seeds/xgb_categorical.esm"),
     include_bytes!("../seeds/lgb_zero_missing.esm"),
     include_bytes!("../seeds/catboost_multiclass.esm"),
+    // Format 2: CTR features, vector leaves, linear leaves, membership splits.
+    include_bytes!("../seeds/catboost_ctr_binary.esm"),
+    include_bytes!("../seeds/xgb_vector_multiclass.esm"),
+    include_bytes!("../seeds/lgb_linear.esm"),
+    include_bytes!("../seeds/onnx5_member_logistic.esm"),
 ];
 
 fuzz_target!(|data: &[u8]| {
     let mut u = Unstructured::new(data);
-    let Ok(choice) = u.int_in_range(0u8..=15) else { return };
+    let Ok(choice) = u.int_in_range(0u8..=19) else { return };
     let mut bytes = match choice {
-        0..=2 => REAL[choice as usize].to_vec(),
+        0..=6 => REAL[choice as usize].to_vec(),
         _ => {
             let Ok(ir) = gen::model(&mut u, Cfg { allow_bad: false }) else { return };
             match write(&ir) {

@@ -28,6 +28,11 @@ fn interesting(ir: &ModelIr) -> Vec<Vec<f32>> {
                     let f = *t as f32;
                     list.extend([f, f.next_up(), f.next_down()]);
                 }
+                Test::Member { categories } => {
+                    for &c in categories.iter().take(4) {
+                        list.extend([c as f32, c as f32 + 0.5, -(c as f32)]);
+                    }
+                }
                 Test::InSet { categories, invalid_at_or_below } => {
                     list.extend([*invalid_at_or_below, invalid_at_or_below.next_up(), invalid_at_or_below.next_down()]);
                     for &c in categories.iter().take(4) {

@@ -80,7 +80,8 @@ fn categories(u: &mut Unstructured) -> Result<Vec<u32>> {
 }
 
 pub fn test(u: &mut Unstructured, cfg: Cfg) -> Result<Test> {
-    Ok(match u.int_in_range(0u8..=8)? {
+    Ok(match u.int_in_range(0u8..=9)? {
+        9 => Test::Member { categories: categories(u)? },
         0 => Test::Lt(threshold(u, cfg)?),
         1 => Test::Le(threshold(u, cfg)?),
         2 => Test::Gt(threshold(u, cfg)?),
@@ -212,6 +213,74 @@ fn short_string(u: &mut Unstructured) -> Result<String> {
     Ok(s)
 }
 
+/// CatBoost-style CTR features over the inputs: random projections, and tables whose keys
+/// include those of rows of small codes (so lookups hit as well as miss).
+fn ctrs(u: &mut Unstructured, n_features: u32, cfg: Cfg) -> Result<Vec<CtrDef>> {
+    let n = u.int_in_range(1usize..=4)?;
+    let mut out = Vec::with_capacity(n);
+    for _ in 0..n {
+        let mut parts = Vec::new();
+        for _ in 0..u.int_in_range(1usize..=3)? {
+            let kind = u.int_in_range(0u32..=3)?;
+            let feature = if cfg.allow_bad && rare(u, 64)? { n_features } else { u.int_in_range(0..=n_features - 1)? };
+            let value = match kind {
+                ctr_part::ABOVE | ctr_part::ABOVE_NAN_TRUE => (threshold(u, cfg)? as f32).to_bits(),
+                ctr_part::ONE_HOT => edgescore_core::ensemble::ctr::code_hash(u.int_in_range(0u32..=5)?),
+                _ => 0,
+            };
+            parts.push(CtrPart { kind, feature, value, reserved: 0 });
+        }
+        parts.sort_by_key(|p| match p.kind {
+            ctr_part::CATEGORY => 0,
+            ctr_part::ONE_HOT => 2,
+            _ => 1,
+        });
+        let mut table: Vec<(u64, f32)> = Vec::new();
+        for _ in 0..u.int_in_range(0usize..=12)? {
+            let row: Vec<f32> = (0..n_features).map(|_| u.int_in_range(0u32..=5).map(|c| c as f32)).collect::<Result<_>>()?;
+            // Parts on a missing feature (allow_bad) have no key: the writer refuses them.
+            let in_range = parts.iter().all(|p| p.feature < n_features);
+            let key = if u.ratio(1, 6)? || !in_range { u.arbitrary()? } else { edgescore_core::ensemble::ctr::projection_key(&parts, &row) };
+            table.push((key, leaf_value(u, cfg)? as f32));
+        }
+        table.sort_by_key(|e| e.0);
+        table.dedup_by_key(|e| e.0);
+        out.push(CtrDef { parts, table, empty_value: leaf_value(u, cfg)? as f32 });
+    }
+    Ok(out)
+}
+
+/// Turns every leaf into a vector leaf (one value per output) or a linear leaf (constant plus
+/// terms on the inputs, with a fallback), as XGBoost's multi_output_tree and LightGBM's linear
+/// trees have them.
+fn rich_leaves(u: &mut Unstructured, trees: &mut [Tree], n_features: u32, n_outputs: u32, vector: bool, cfg: Cfg) -> Result<()> {
+    for t in trees {
+        if vector {
+            t.output = 0;
+        }
+        for node in &mut t.nodes {
+            let Node::Leaf { value } = *node else { continue };
+            *node = if vector {
+                let width = if cfg.allow_bad && rare(u, 64)? { n_outputs + 1 } else { n_outputs };
+                let mut values = vec![value];
+                for _ in 1..width {
+                    values.push(leaf_value(u, cfg)?);
+                }
+                Node::VectorLeaf { values }
+            } else {
+                let mut terms = Vec::new();
+                for _ in 0..u.int_in_range(0usize..=3)? {
+                    let f = if cfg.allow_bad && rare(u, 64)? { n_features } else { u.int_in_range(0..=n_features - 1)? };
+                    let c = awkward_f64(u)?;
+                    terms.push((f, if c.is_finite() { c } else { 0.5 }));
+                }
+                Node::LinearLeaf { constant: leaf_value(u, cfg)?, terms, fallback: value }
+            };
+        }
+    }
+    Ok(())
+}
+
 pub fn model(u: &mut Unstructured, cfg: Cfg) -> Result<ModelIr> {
     let n_features: u32 = if rare(u, 16)? { u.int_in_range(1..=40)? } else { u.int_in_range(1..=6)? };
     let n_outputs: u32 = match u.int_in_range(0u8..=40)? {
@@ -219,15 +288,25 @@ pub fn model(u: &mut Unstructured, cfg: Cfg) -> Result<ModelIr> {
         39 if cfg.allow_bad => 257,
         _ => u.int_in_range(1..=5)?,
     };
+    // Format-2 constructs, each now and then: CTR features (splits may test them), vector or
+    // linear leaves.
+    let ctr_defs = if rare(u, 6)? { ctrs(u, n_features, cfg)? } else { Vec::new() };
+    let split_features = n_features + ctr_defs.len() as u32;
     let n_trees = u.int_in_range(0usize..=20)?;
     let mut trees = Vec::with_capacity(n_trees);
     for _ in 0..n_trees {
-        trees.push(tree(u, n_features, n_outputs, cfg)?);
+        trees.push(tree(u, split_features, n_outputs, cfg)?);
     }
-    let link = match u.int_in_range(0u8..=3)? {
+    match u.int_in_range(0u8..=11)? {
+        10 => rich_leaves(u, &mut trees, n_features, n_outputs, true, cfg)?,
+        11 => rich_leaves(u, &mut trees, n_features, n_outputs, false, cfg)?,
+        _ => {}
+    }
+    let link = match u.int_in_range(0u8..=4)? {
         0 => Link::Identity,
         1 => Link::Sigmoid { scale: if u.arbitrary()? { 1.0 } else { awkward_f64(u)? } },
         2 => Link::Softmax,
+        3 => Link::Step,
         _ => Link::Exp,
     };
     let aggregate = match u.int_in_range(0u8..=3)? {
@@ -265,7 +344,7 @@ pub fn model(u: &mut Unstructured, cfg: Cfg) -> Result<ModelIr> {
         aggregate,
         base_score,
         features,
-        ctrs: Vec::new(),
+        ctrs: ctr_defs,
         trees,
     })
 }

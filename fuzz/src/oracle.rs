@@ -31,6 +31,7 @@ const OP_IN_SET: u32 = node::OP_IN_SET as u32;
 const OP_EQ: u32 = node::OP_EQ as u32;
 const OP_NE: u32 = node::OP_NE as u32;
 const OP_LT_ZERO_MISSING: u32 = node::OP_LT_ZERO_MISSING as u32;
+const OP_MEMBER: u32 = node::OP_MEMBER as u32;
 
 pub struct Art {
     pub header: Header,
@@ -43,6 +44,13 @@ pub struct Art {
     pub leaves: Vec<f64>,
     pub cat_splits: Vec<CatSplit>,
     pub cat_words: Vec<u32>,
+    // Format 2 (empty in format 1).
+    pub linear_leaves: Vec<LinearLeaf>,
+    pub linear_terms: Vec<LinearTerm>,
+    pub ctr_features: Vec<CtrFeature>,
+    pub ctr_parts: Vec<CtrPart>,
+    pub ctr_keys: Vec<u64>,
+    pub ctr_values: Vec<f32>,
 }
 
 fn pods<T: Pod>(raw: &[u8], what: &str) -> Vec<T> {
@@ -51,11 +59,14 @@ fn pods<T: Pod>(raw: &[u8], what: &str) -> Vec<T> {
     raw.chunks_exact(size).map(pod_read_unaligned).collect()
 }
 
-/// Reads the section table without trusting it. Returns `None` if the bytes do not even hold a
-/// table (only used on bytes the validator accepted, where that is itself a bug).
-pub fn section_entries(bytes: &[u8]) -> Option<[SectionEntry; 9]> {
-    let mut entries = [SectionEntry { kind: 0, reserved: 0, offset: 0, len: 0 }; 9];
-    for (i, e) in entries.iter_mut().enumerate() {
+/// Reads the section table without trusting it: 9 entries for format 1, 15 for format 2, the
+/// missing ones empty. Returns `None` if the bytes do not even hold a table (only used on
+/// bytes the validator accepted, where that is itself a bug).
+pub fn section_entries(bytes: &[u8]) -> Option<[SectionEntry; 15]> {
+    let version = u32::from_le_bytes(bytes.get(8..12)?.try_into().ok()?);
+    let count = if version >= 2 { 15 } else { 9 };
+    let mut entries = [SectionEntry { kind: 0, reserved: 0, offset: 0, len: 0 }; 15];
+    for (i, e) in entries.iter_mut().enumerate().take(count) {
         let at = HEADER_LEN + i * core::mem::size_of::<SectionEntry>();
         *e = pod_read_unaligned(bytes.get(at..at + core::mem::size_of::<SectionEntry>())?);
     }
@@ -86,6 +97,12 @@ impl Art {
             leaves: pods(sec(6), "LEAVES"),
             cat_splits: pods(sec(7), "CAT_SPLITS"),
             cat_words: pods(sec(8), "CAT_WORDS"),
+            linear_leaves: pods(sec(9), "LINEAR_LEAVES"),
+            linear_terms: pods(sec(10), "LINEAR_TERMS"),
+            ctr_features: pods(sec(11), "CTR_FEATURES"),
+            ctr_parts: pods(sec(12), "CTR_PARTS"),
+            ctr_keys: pods(sec(13), "CTR_KEYS"),
+            ctr_values: pods(sec(14), "CTR_VALUES"),
         };
         let m = &art.meta;
         assert_eq!(art.features.len(), m.n_features as usize, "ORACLE: feature count");
@@ -94,7 +111,52 @@ impl Art {
         assert_eq!(art.nodes.len(), m.n_nodes as usize, "ORACLE: node count");
         assert_eq!(art.leaves.len(), m.n_leaves as usize, "ORACLE: leaf count");
         assert!(m.n_features >= 1 && m.n_outputs >= 1 && m.n_outputs as usize <= edgescore_core::MAX_OUTPUTS, "ORACLE: meta counts out of range accepted");
+        if header.format_version < 2 {
+            assert!(header.flags & flags::FORMAT_2 == 0 && m.link <= link::EXP, "ORACLE: format 1 with format-2 features accepted");
+        }
+        let linear = header.flags & flags::HAS_LINEAR_LEAVES != 0;
+        assert_eq!(art.linear_leaves.len(), if linear { art.leaves.len() } else { 0 }, "ORACLE: LINEAR_LEAVES length");
+        assert!(linear || art.linear_terms.is_empty(), "ORACLE: LINEAR_TERMS without the flag");
+        let ctrs = header.flags & flags::HAS_CTRS != 0;
+        assert_eq!(!art.ctr_features.is_empty(), ctrs, "ORACLE: CTR features and the HAS_CTRS flag disagree");
+        assert_eq!(art.ctr_keys.len(), art.ctr_values.len(), "ORACLE: CTR keys and values differ in number");
         art
+    }
+
+    /// Inputs plus CTR features: how many features a split may test.
+    fn split_features(&self) -> u32 {
+        self.meta.n_features + self.ctr_features.len() as u32
+    }
+
+    /// The row the trees walk: the inputs, then each CTR feature's value, looked up here with
+    /// a checked linear scan (the evaluator binary-searches). The key folding is the one
+    /// definition of CatBoost's hashing (`edgescore_core::ensemble::ctr`).
+    fn extended_row(&self, x: &[f32]) -> Vec<f32> {
+        let nf = self.meta.n_features as usize;
+        let mut row = x[..nf].to_vec();
+        for (k, c) in self.ctr_features.iter().enumerate() {
+            let parts = self.ctr_parts.get(c.part_offset as usize..(c.part_offset + c.n_parts) as usize).unwrap_or_else(|| panic!("ORACLE: CTR {k} parts out of range"));
+            let key = edgescore_core::ensemble::ctr::projection_key(parts, &x[..nf]);
+            let range = c.key_offset as usize..(c.key_offset + c.n_keys) as usize;
+            let keys = self.ctr_keys.get(range.clone()).unwrap_or_else(|| panic!("ORACLE: CTR {k} keys out of range"));
+            let value = keys.iter().position(|&k| k == key).map_or(c.empty_value, |i| self.ctr_values[range.start + i]);
+            row.push(value);
+        }
+        row
+    }
+
+    /// A scalar leaf's value: plain, or linear with LightGBM's NaN fallback.
+    fn leaf_value(&self, li: usize, x: &[f32]) -> f64 {
+        let Some(l) = self.linear_leaves.get(li) else { return self.leaves[li] };
+        let mut v = l.constant;
+        for t in &self.linear_terms[l.term_offset as usize..(l.term_offset + l.n_terms) as usize] {
+            let f = x[t.feature as usize];
+            if f.is_nan() {
+                return self.leaves[li];
+            }
+            v += f as f64 * t.coeff;
+        }
+        v
     }
 
     /// Entry `i` of the string table, parsed independently.
@@ -116,7 +178,9 @@ impl Art {
         let mut budget = 1usize << 18;
         let mut max_depth = 0;
         for (t, spec) in self.trees.iter().enumerate() {
-            assert!(spec.output < m.n_outputs, "ORACLE: tree {t} output {} >= {}", spec.output, m.n_outputs);
+            let vector = spec.output == VECTOR_OUTPUT;
+            assert!(spec.output < m.n_outputs || (vector && self.header.flags & flags::HAS_VECTOR_LEAVES != 0), "ORACLE: tree {t} output {} >= {}", spec.output, m.n_outputs);
+            let width = if vector { m.n_outputs as usize } else { 1 };
             assert!(spec.root < spec.end && spec.end as usize <= self.nodes.len(), "ORACLE: tree {t} node range {}..{} (n_nodes {})", spec.root, spec.end, self.nodes.len());
             assert!(spec.depth <= MAX_DEPTH, "ORACLE: tree {t} depth {}", spec.depth);
             max_depth = max_depth.max(spec.depth);
@@ -139,17 +203,25 @@ impl Art {
                     assert!(f32::from_bits(n.payload).is_nan(), "ORACLE: tree {t} leaf {at} payload {:#x} is not NaN", n.payload);
                     assert!(ff & MISSING_YES == 0 && ff & OP_MASK == OP_LT, "ORACLE: leaf {at} flags {ff:#x}");
                     let li = (n.payload & node::LEAF_INDEX_MASK) as usize;
-                    assert!(li < self.leaves.len(), "ORACLE: tree {t} leaf {at} index {li} >= {} leaves", self.leaves.len());
+                    assert!(li + width <= self.leaves.len(), "ORACLE: tree {t} leaf {at} index {li} (+{width}) > {} leaves", self.leaves.len());
+                    if let Some(l) = self.linear_leaves.get(li) {
+                        let end = l.term_offset as u64 + l.n_terms as u64;
+                        assert!(end <= self.linear_terms.len() as u64, "ORACLE: leaf {li} linear terms past LINEAR_TERMS");
+                        for term in &self.linear_terms[l.term_offset as usize..end as usize] {
+                            assert!(term.feature < m.n_features, "ORACLE: linear term on feature {}", term.feature);
+                        }
+                    }
                     // The evaluator reads x[feature] for leaves too.
                     assert!(n_feature(&n) < m.n_features, "ORACLE: leaf {at} feature {}", n_feature(&n));
                     continue;
                 }
-                assert!(!f32::from_bits(n.payload).is_nan() || ff & OP_MASK == OP_IN_SET, "ORACLE: internal node {at} with NaN threshold would act as a leaf");
+                assert!(!f32::from_bits(n.payload).is_nan() || matches!(ff & OP_MASK, OP_IN_SET | OP_MEMBER), "ORACLE: internal node {at} with NaN threshold would act as a leaf");
                 assert!(steps < spec.depth, "ORACLE: tree {t}: node {at} is internal after {steps} steps but the declared depth is {}", spec.depth);
-                assert!(n_feature(&n) < m.n_features, "ORACLE: node {at} feature {} >= {}", n_feature(&n), m.n_features);
+                assert!(n_feature(&n) < self.split_features(), "ORACLE: node {at} feature {} >= {}", n_feature(&n), self.split_features());
                 match ff & OP_MASK {
                     OP_LT => {}
-                    OP_IN_SET => {
+                    OP_IN_SET | OP_MEMBER => {
+                        assert!(ff & OP_MASK == OP_IN_SET || self.header.format_version >= 2, "ORACLE: MEMBER in a format-1 file");
                         assert!(self.header.flags & flags::HAS_CATEGORICAL != 0, "ORACLE: IN_SET node {at} without HAS_CATEGORICAL");
                         let c = self.cat_splits.get(n.payload as usize).unwrap_or_else(|| panic!("ORACLE: node {at} cat split {} out of range", n.payload));
                         assert!(c.word_offset as u64 + c.n_words as u64 <= self.cat_words.len() as u64, "ORACLE: cat split {} bitset past CAT_WORDS", n.payload);
@@ -168,6 +240,14 @@ impl Art {
         assert!(max_depth <= MAX_DEPTH);
         for (i, c) in self.cat_splits.iter().enumerate() {
             assert!(c.word_offset as u64 + c.n_words as u64 <= self.cat_words.len() as u64, "ORACLE: cat split {i} bitset past CAT_WORDS");
+        }
+        assert!(self.ctr_features.is_empty() || self.split_features() <= MAX_CTR_ROW, "ORACLE: CTR row longer than MAX_CTR_ROW");
+        for (k, c) in self.ctr_features.iter().enumerate() {
+            assert!(c.part_offset as u64 + c.n_parts as u64 <= self.ctr_parts.len() as u64, "ORACLE: CTR {k} parts past CTR_PARTS");
+            assert!(c.key_offset as u64 + c.n_keys as u64 <= self.ctr_keys.len() as u64, "ORACLE: CTR {k} keys past CTR_KEYS");
+        }
+        for p in &self.ctr_parts {
+            assert!(p.feature < m.n_features && p.kind <= ctr_part::ONE_HOT, "ORACLE: CTR part {p:?} accepted");
         }
     }
 
@@ -189,7 +269,10 @@ impl Art {
                     v < t
                 }
             }
-            OP_IN_SET => {
+            OP_IN_SET | OP_MEMBER => {
+                if ff & OP_MASK == OP_MEMBER && v != v.trunc() {
+                    return false;
+                }
                 let c = &self.cat_splits[n.payload as usize];
                 if !(v > c.invalid_at_or_below) || v >= 4294967296.0 {
                     return false;
@@ -204,6 +287,8 @@ impl Art {
 
     /// Margins with checked indexing: (margins, magnitudes for the comparison tolerance).
     pub fn margins(&self, x: &[f32]) -> (Vec<f64>, Vec<f64>) {
+        let row = self.extended_row(x);
+        let x = &row[..];
         let n = self.meta.n_outputs as usize;
         let mut acc = vec![0f64; n];
         let mut mag = vec![0f64; n];
@@ -213,9 +298,17 @@ impl Art {
                 assert!(step <= self.nodes.len(), "ORACLE: walk does not end");
                 let nd = &self.nodes[at];
                 if n_flags(nd) & LEAF != 0 {
-                    let v = self.leaves[(nd.payload & node::LEAF_INDEX_MASK) as usize];
-                    acc[spec.output as usize] += v;
-                    mag[spec.output as usize] += v.abs();
+                    let li = (nd.payload & node::LEAF_INDEX_MASK) as usize;
+                    if spec.output == VECTOR_OUTPUT {
+                        for o in 0..n {
+                            acc[o] += self.leaves[li + o];
+                            mag[o] += self.leaves[li + o].abs();
+                        }
+                    } else {
+                        let v = self.leaf_value(li, x);
+                        acc[spec.output as usize] += v;
+                        mag[spec.output as usize] += v.abs();
+                    }
                     break;
                 }
                 let v = x[n_feature(nd) as usize];
@@ -240,7 +333,7 @@ impl Art {
             if list.len() > 64 {
                 continue;
             }
-            if ff & OP_MASK == OP_IN_SET {
+            if matches!(ff & OP_MASK, OP_IN_SET | OP_MEMBER) {
                 if let Some(c) = self.cat_splits.get(n.payload as usize) {
                     list.extend([c.invalid_at_or_below, c.invalid_at_or_below.next_up(), c.n_words as f32 * 32.0, c.n_words as f32 * 32.0 - 0.5]);
                     for w in 0..c.n_words.min(4) {
@@ -338,6 +431,7 @@ fn link_ok(link_kind: u32, margins: &[f64], o: usize, out: f64) -> bool {
     match link_kind {
         link::SIGMOID | link::SOFTMAX => (0.0..=1.0).contains(&out),
         link::EXP => out >= 0.0,
+        link::STEP => out == 0.0 || out == 1.0,
         _ => out.to_bits() == margin.to_bits(),
     }
 }

@@ -167,3 +167,74 @@ fn broken_vector_trees_are_refused() {
     b[12..16].copy_from_slice(&0u32.to_le_bytes());
     assert!(matches!(refuse(&resealed(b)), ArtifactError::FlagsMismatch { .. }));
 }
+
+fn ctr_model() -> ModelIr {
+    use edgescore_compile::ir::{ctr_part, CtrDef, CtrPart};
+    let parts = vec![
+        CtrPart { kind: ctr_part::CATEGORY, feature: 0, value: 0, reserved: 0 },
+        CtrPart { kind: ctr_part::ABOVE, feature: 1, value: 0.5f32.to_bits(), reserved: 0 },
+    ];
+    let key = |code: f32, x: f32| edgescore_core::ensemble::ctr::projection_key(&parts, &[code, x]);
+    let mut table = vec![(key(1.0, 0.0), 0.9f32), (key(2.0, 1.0), 0.1), (key(3.0, 0.0), 0.6)];
+    table.sort_by_key(|e| e.0);
+    let ctr = CtrDef { parts, table, empty_value: 0.25 };
+    // Split on the CTR (feature 2): value > 0.5 → leaf 1, else leaf 2.
+    let tree = Tree { output: 0, nodes: vec![ir::Node::Split { feature: 2, test: Test::Gt(0.5), missing_yes: false, yes: 1, no: 2 }, ir::Node::Leaf { value: 1.0 }, ir::Node::Leaf { value: -1.0 }] };
+    let mut m = ModelIr::binary_logistic("ctr", features(2), vec![tree]);
+    m.features[0].kind = FeatureKind::Categorical { buckets: 8 };
+    m.ctrs = vec![ctr];
+    m.link = edgescore_compile::ir::Link::Identity;
+    m
+}
+
+#[test]
+fn ctr_features_are_computed_per_row() {
+    let m = ctr_model();
+    assert_matches_reference(&m);
+    let model = Model::load(&write(&m).unwrap()).unwrap();
+    let mut out = [0f64; 1];
+    for (row, want) in [([1.0f32, 0.0], 1.0), ([1.0, 1.0], -1.0), ([3.0, 0.2], 1.0), ([2.0, 1.0], -1.0), ([9.0, 0.0], -1.0), ([f32::NAN, 0.0], -1.0)] {
+        model.ensemble().margins(&row, &mut out).unwrap();
+        assert_eq!(out[0], want, "{row:?}");
+    }
+}
+
+#[test]
+fn broken_ctr_sections_are_refused() {
+    let good = write(&ctr_model()).unwrap();
+    Model::load(&good).unwrap();
+    let (features, _) = section(&good, SectionKind::CtrFeatures);
+    let (parts, _) = section(&good, SectionKind::CtrParts);
+    let (keys, _) = section(&good, SectionKind::CtrKeys);
+    let (values, _) = section(&good, SectionKind::CtrValues);
+    let broken = |at: usize, bytes: &[u8]| {
+        let mut b = good.clone();
+        b[at..at + bytes.len()].copy_from_slice(bytes);
+        refuse(&resealed(b))
+    };
+    assert_eq!(broken(keys, &u64::MAX.to_le_bytes()), ArtifactError::Ctr { index: 0, reason: "keys not strictly ascending" });
+    assert_eq!(broken(parts + 4, &2u32.to_le_bytes()), ArtifactError::CtrPart { index: 0, reason: "feature out of range" });
+    assert_eq!(broken(parts, &9u32.to_le_bytes()), ArtifactError::CtrPart { index: 0, reason: "unknown kind" });
+    assert_eq!(broken(parts + 16 + 8, &f32::NAN.to_bits().to_le_bytes()), ArtifactError::CtrPart { index: 1, reason: "NaN border" });
+    assert_eq!(broken(values, &f32::INFINITY.to_le_bytes()), ArtifactError::NotFinite { what: "CTR value", index: 0 });
+    assert_eq!(broken(features + 4, &0u32.to_le_bytes()), ArtifactError::Ctr { index: 0, reason: "parts empty or past CTR_PARTS" });
+    assert_eq!(broken(features + 12, &9u32.to_le_bytes()), ArtifactError::Ctr { index: 0, reason: "keys extend past CTR_KEYS" });
+    // The split on the CTR feature is out of range once the flag (and so the CTR) is gone.
+    let flags = u32::from_le_bytes(good[12..16].try_into().unwrap()) & !flags::HAS_CTRS;
+    assert!(matches!(broken(12, &flags.to_le_bytes()), ArtifactError::SectionLength { section: "CTR_FEATURES", .. }));
+}
+
+#[test]
+fn membership_splits_need_format_2() {
+    let member = Tree { output: 0, nodes: vec![ir::Node::Split { feature: 0, test: Test::Member { categories: vec![1, 3] }, missing_yes: false, yes: 1, no: 2 }, ir::Node::Leaf { value: 1.0 }, ir::Node::Leaf { value: 2.0 }] };
+    let m = ModelIr::binary_logistic("member", features(1), vec![member]);
+    assert_matches_reference(&m);
+    let good = write(&m).unwrap();
+    let model = Model::load(&good).unwrap();
+    let mut out = [0f64; 1];
+    for (x, want) in [(1.0f32, 1.0), (3.0, 1.0), (1.5, 2.0), (2.0, 2.0), (-1.0, 2.0), (f32::NAN, 2.0)] {
+        model.ensemble().margins(&[x], &mut out).unwrap();
+        assert_eq!(out[0], want, "{x}");
+    }
+    assert_eq!(u32::from_le_bytes(good[8..12].try_into().unwrap()), 2);
+}

@@ -187,6 +187,11 @@ impl<'a> TreeEnsemble<'a> {
         self.ctr_features
     }
 
+    /// The projection parts of CTR feature `k` (empty if there is none).
+    pub fn ctr_parts(&self, k: usize) -> &'a [CtrPart] {
+        self.ctr_features.get(k).map_or(&[], |c| &self.ctr_parts[c.part_offset as usize..(c.part_offset + c.n_parts) as usize])
+    }
+
     /// Adds every tree's leaf value to `acc[tree.output]`.
     #[inline]
     fn accumulate(&self, x: &[f32], acc: &mut [f64]) {
