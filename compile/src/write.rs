@@ -109,7 +109,9 @@ struct Sections {
 }
 
 /// Lays out one IR tree breadth-first; returns its depth and whether its leaves are vectors.
-fn lay_out_tree(t: usize, tree: &crate::ir::Tree, n_features: usize, n_outputs: usize, s: &mut Sections) -> Result<(u32, bool), WriteError> {
+/// Splits may test `n_features` features (the inputs, then any CTR features); linear terms
+/// only the `n_inputs` inputs.
+fn lay_out_tree(t: usize, tree: &crate::ir::Tree, n_features: usize, n_inputs: usize, n_outputs: usize, s: &mut Sections) -> Result<(u32, bool), WriteError> {
     let err = |reason: String| WriteError::Tree { tree: t, reason };
     let n = tree.nodes.len();
     if n == 0 {
@@ -148,7 +150,7 @@ fn lay_out_tree(t: usize, tree: &crate::ir::Tree, n_features: usize, n_outputs: 
                 s.leaves.push(finite(fallback)?);
                 s.linear_leaves.push(LinearLeaf { constant: finite(constant)?, term_offset: s.linear_terms.len() as u32, n_terms: terms.len() as u32 });
                 for &(feature, coeff) in terms {
-                    if feature as usize >= n_features || !coeff.is_finite() {
+                    if feature as usize >= n_inputs || !coeff.is_finite() {
                         return Err(err(format!("node {ir}: linear term on feature {feature} with coefficient {coeff}")));
                     }
                     s.linear_terms.push(LinearTerm { feature, reserved: 0, coeff });
@@ -249,7 +251,7 @@ pub fn write(model: &ModelIr) -> Result<Vec<u8>, WriteError> {
             return Err(WriteError::Tree { tree: t, reason: format!("output {} of {n_outputs}", tree.output) });
         }
         let mut s = Sections::default();
-        let (depth, vector) = lay_out_tree(t, tree, split_features, n_outputs, &mut s)?;
+        let (depth, vector) = lay_out_tree(t, tree, split_features, n_inputs, n_outputs, &mut s)?;
         laid.push((depth, if vector { VECTOR_OUTPUT } else { tree.output }, s));
     }
     laid.sort_by_key(|(depth, _, _)| std::cmp::Reverse(*depth));

@@ -225,6 +225,14 @@ fn broken_ctr_sections_are_refused() {
 }
 
 #[test]
+fn linear_terms_name_inputs_not_ctr_features() {
+    // Feature 2 is CTR 0 there: a split may test it, a linear term may not.
+    let mut m = ctr_model();
+    m.trees[0].nodes[1] = ir::Node::LinearLeaf { constant: 0.0, terms: vec![(2, 1.0)], fallback: 0.0 };
+    assert!(write(&m).unwrap_err().to_string().contains("linear term on feature 2"));
+}
+
+#[test]
 fn membership_splits_need_format_2() {
     let member = Tree { output: 0, nodes: vec![ir::Node::Split { feature: 0, test: Test::Member { categories: vec![1, 3] }, missing_yes: false, yes: 1, no: 2 }, ir::Node::Leaf { value: 1.0 }, ir::Node::Leaf { value: 2.0 }] };
     let m = ModelIr::binary_logistic("member", features(1), vec![member]);
