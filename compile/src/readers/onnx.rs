@@ -122,18 +122,7 @@ fn from_proto(model: &pb::ModelProto) -> Result<ModelIr, ReadError> {
         }
     };
 
-    let n_features = match n_features {
-        Some(n) => n,
-        None => skeletons
-            .iter()
-            .flat_map(|s| s.nodes.iter())
-            .filter_map(|n| match n {
-                SkelNode::Split { feature, .. } => Some(*feature as usize + 1),
-                SkelNode::Leaf { .. } => None,
-            })
-            .max()
-            .unwrap_or(0),
-    };
+    let n_features = n_features.unwrap_or_else(|| split_width(&skeletons).unwrap_or(0));
     Ok(ModelIr {
         name: if graph.name.is_empty() { "onnx-model".into() } else { graph.name.clone() },
         version: model.model_version.to_string(),
@@ -177,17 +166,7 @@ fn ensemble5_model(model: &pb::ModelProto, graph: &pb::GraphProto, attrs: &Attrs
         (4, _) => return Err(unsupported("TreeEnsemble post_transform PROBIT")),
         (other, _) => return Err(malformed(format!("TreeEnsemble post_transform {other}"))),
     };
-    let n_features = n_features.unwrap_or_else(|| {
-        skeletons
-            .iter()
-            .flat_map(|s| s.nodes.iter())
-            .filter_map(|n| match n {
-                SkelNode::Split { feature, .. } => Some(*feature as usize + 1),
-                SkelNode::Leaf { .. } => None,
-            })
-            .max()
-            .unwrap_or(1)
-    });
+    let n_features = n_features.unwrap_or_else(|| split_width(&skeletons).unwrap_or(1));
     Ok(ModelIr {
         name: if graph.name.is_empty() { "onnx-model".into() } else { graph.name.clone() },
         version: model.model_version.to_string(),
@@ -201,6 +180,19 @@ fn ensemble5_model(model: &pb::ModelProto, graph: &pb::GraphProto, attrs: &Attrs
         ctrs: Vec::new(),
         trees: ir_trees(&skeletons, Some),
     })
+}
+
+/// The input width the splits imply when the graph does not declare it: the largest feature
+/// id + 1 (`None` without splits).
+fn split_width(skeletons: &[Skeleton]) -> Option<usize> {
+    skeletons
+        .iter()
+        .flat_map(|s| s.nodes.iter())
+        .filter_map(|n| match n {
+            SkelNode::Split { feature, .. } => Some(*feature as usize + 1),
+            SkelNode::Leaf { .. } => None,
+        })
+        .max()
 }
 
 /// How ONNX Runtime turns the per-class sums into its `probabilities` output.
