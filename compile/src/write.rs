@@ -9,6 +9,7 @@ use crate::ir::{Aggregate, FeatureKind, Link, ModelIr, Node as IrNode, Test};
 use bytemuck::bytes_of;
 use edgescore_core::artifact::layout::*;
 use edgescore_core::artifact::checksum;
+use rayon::prelude::*;
 use std::collections::VecDeque;
 
 /// Why the writer could not lay out a model (the IR holds something the format cannot express).
@@ -245,17 +246,27 @@ pub fn write(model: &ModelIr) -> Result<Vec<u8>, WriteError> {
     // Splits may test the inputs and the CTR features after them.
     let split_features = n_inputs + model.ctrs.len();
     // Lay out each tree on its own, then order trees by depth (deepest first).
-    let mut laid: Vec<(u32, u32, Sections)> = Vec::with_capacity(model.trees.len());
-    for (t, tree) in model.trees.iter().enumerate() {
-        if tree.output as usize >= n_outputs {
-            return Err(WriteError::Tree { tree: t, reason: format!("output {} of {n_outputs}", tree.output) });
-        }
-        let mut s = Sections::default();
-        let (depth, vector) = lay_out_tree(t, tree, split_features, n_inputs, n_outputs, &mut s)?;
-        laid.push((depth, if vector { VECTOR_OUTPUT } else { tree.output }, s));
-    }
+    // Trees are laid out independently, on every core; the first error in tree order wins.
+    let laid: Vec<Result<(u32, u32, Sections), WriteError>> = model
+        .trees
+        .par_iter()
+        .enumerate()
+        .map(|(t, tree)| {
+            if tree.output as usize >= n_outputs {
+                return Err(WriteError::Tree { tree: t, reason: format!("output {} of {n_outputs}", tree.output) });
+            }
+            let mut s = Sections::default();
+            let (depth, vector) = lay_out_tree(t, tree, split_features, n_inputs, n_outputs, &mut s)?;
+            Ok((depth, if vector { VECTOR_OUTPUT } else { tree.output }, s))
+        })
+        .collect();
+    let mut laid = laid.into_iter().collect::<Result<Vec<_>, _>>()?;
     laid.sort_by_key(|(depth, _, _)| std::cmp::Reverse(*depth));
     let mut all = Sections::default();
+    all.nodes.reserve(laid.iter().map(|l| l.2.nodes.len()).sum());
+    all.leaves.reserve(laid.iter().map(|l| l.2.leaves.len()).sum());
+    all.linear_leaves.reserve(laid.iter().map(|l| l.2.linear_leaves.len()).sum());
+    all.trees.reserve(laid.len());
     for (depth, output, s) in laid {
         let (node_base, leaf_base) = (all.nodes.len() as u32, all.leaves.len() as u32);
         let (split_base, word_base) = (all.cat_splits.len() as u32, all.cat_words.len() as u32);

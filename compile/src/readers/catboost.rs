@@ -29,6 +29,7 @@ use super::catboost_ctr::{self, CtrJson};
 use super::ReadError;
 use edgescore_core::ensemble::ctr::code_hash as category_hash;
 use crate::ir::{Aggregate, FeatureDef, FeatureKind, Link, ModelIr, Node, SourceFormat, Task, Test, Tree};
+use rayon::prelude::*;
 use serde::Deserialize;
 use serde_json::Value;
 use std::collections::HashMap;
@@ -53,82 +54,82 @@ fn unsupported(construct: impl Into<String>, tree: Option<usize>) -> ReadError {
 }
 
 #[derive(Deserialize)]
-struct Model {
+pub(super) struct Model {
     #[serde(default)]
-    features_info: FeaturesInfo,
+    pub(super) features_info: FeaturesInfo,
     #[serde(default)]
-    model_info: Option<Value>,
+    pub(super) model_info: Option<Value>,
     #[serde(default)]
-    oblivious_trees: Option<Vec<ObliviousTree>>,
+    pub(super) oblivious_trees: Option<Vec<ObliviousTree>>,
     /// Non-symmetric trees (grow_policy Depthwise / Lossguide).
     #[serde(default)]
-    trees: Option<Value>,
+    pub(super) trees: Option<Value>,
     #[serde(default)]
-    scale_and_bias: Option<(f64, Vec<f64>)>,
+    pub(super) scale_and_bias: Option<(f64, Vec<f64>)>,
     #[serde(default)]
-    ctr_data: Option<Value>,
+    pub(super) ctr_data: Option<HashMap<String, catboost_ctr::Table>>,
 }
 
 #[derive(Deserialize, Default)]
-struct FeaturesInfo {
+pub(super) struct FeaturesInfo {
     #[serde(default)]
-    float_features: Vec<FloatFeature>,
+    pub(super) float_features: Vec<FloatFeature>,
     #[serde(default)]
-    categorical_features: Vec<CatFeature>,
+    pub(super) categorical_features: Vec<CatFeature>,
     #[serde(default)]
-    text_features: Vec<Value>,
+    pub(super) text_features: Vec<Value>,
     #[serde(default)]
-    embedding_features: Vec<Value>,
+    pub(super) embedding_features: Vec<Value>,
     #[serde(default)]
-    ctrs: Vec<CtrJson>,
+    pub(super) ctrs: Vec<CtrJson>,
 }
 
 #[derive(Deserialize)]
-struct FloatFeature {
-    feature_index: u32,
-    flat_feature_index: u32,
+pub(super) struct FloatFeature {
+    pub(super) feature_index: u32,
+    pub(super) flat_feature_index: u32,
     #[serde(default)]
-    feature_id: Option<String>,
+    pub(super) feature_id: Option<String>,
     #[serde(default)]
-    has_nans: bool,
+    pub(super) has_nans: bool,
     #[serde(default)]
-    borders: Vec<f64>,
+    pub(super) borders: Vec<f64>,
     #[serde(default)]
-    nan_value_treatment: Option<String>,
+    pub(super) nan_value_treatment: Option<String>,
 }
 
 #[derive(Deserialize)]
-struct CatFeature {
-    feature_index: u32,
-    flat_feature_index: u32,
+pub(super) struct CatFeature {
+    pub(super) feature_index: u32,
+    pub(super) flat_feature_index: u32,
     #[serde(default)]
-    feature_id: Option<String>,
+    pub(super) feature_id: Option<String>,
     /// Hashes of the one-hot encoded categories (i32 or u32 in the JSON).
     #[serde(default)]
-    values: Vec<i64>,
+    pub(super) values: Vec<i64>,
 }
 
 #[derive(Deserialize)]
-struct ObliviousTree {
-    splits: Vec<Split>,
-    leaf_values: Vec<f64>,
+pub(super) struct ObliviousTree {
+    pub(super) splits: Vec<Split>,
+    pub(super) leaf_values: Vec<f64>,
 }
 
-#[derive(Deserialize)]
-struct Split {
-    split_type: String,
+#[derive(Deserialize, Clone)]
+pub(super) struct Split {
+    pub(super) split_type: String,
     #[serde(default)]
-    float_feature_index: Option<u32>,
+    pub(super) float_feature_index: Option<u32>,
     #[serde(default)]
-    border: Option<f64>,
+    pub(super) border: Option<f64>,
     #[serde(default)]
-    cat_feature_index: Option<u32>,
+    pub(super) cat_feature_index: Option<u32>,
     /// One-hot: the category hash.
     #[serde(default)]
-    value: Option<i64>,
+    pub(super) value: Option<i64>,
     /// Index among the model's binary features: float borders, one-hot values, CTR borders.
     #[serde(default)]
-    split_index: Option<usize>,
+    pub(super) split_index: Option<usize>,
 }
 
 /// Link and task for a loss function (`model_info.params.loss_function.type`).
@@ -179,7 +180,7 @@ struct FloatSplitInfo {
 
 pub fn read(bytes: &[u8]) -> Result<ModelIr, ReadError> {
     let model: Model = if catboost_cbm::is_cbm(bytes) {
-        serde_json::from_value(catboost_cbm::to_json(bytes)?).map_err(|e| malformed(format!(".cbm model: {e}")))?
+        catboost_cbm::to_model(bytes)?
     } else {
         serde_json::from_slice(bytes).map_err(|e| malformed(format!("not a CatBoost JSON model: {e}")))?
     };
@@ -269,14 +270,9 @@ pub fn read(bytes: &[u8]) -> Result<ModelIr, ReadError> {
 
     // CTR features: split feature `features.len() + k` is CTR k. Their binary features come
     // after every float border and one-hot value, in `ctrs` order.
-    let empty = serde_json::Map::new();
-    let ctr_data = match &model.ctr_data {
-        Some(Value::Object(m)) => m,
-        None | Some(Value::Null) => &empty,
-        Some(_) => return Err(malformed("ctr_data is not an object")),
-    };
+    let ctr_data = model.ctr_data.unwrap_or_default();
     let float_flat = |i: u32| float_splits.get(i as usize).and_then(Option::as_ref).map(|f| (f.flat, f.nan_yes));
-    let ctrs = catboost_ctr::read(&info.ctrs, ctr_data, &catboost_ctr::Inputs { cat_flat: &cat_flat, float_flat: &float_flat })?;
+    let ctrs = catboost_ctr::read(&info.ctrs, &ctr_data, &catboost_ctr::Inputs { cat_flat: &cat_flat, float_flat: &float_flat })?;
     let ctr_base = info.float_features.iter().map(|f| f.borders.len()).sum::<usize>()
         + info.categorical_features.iter().map(|f| f.values.len()).sum::<usize>();
     // Binary feature index (relative to ctr_base) → (CTR, border index).
@@ -312,83 +308,97 @@ pub fn read(bytes: &[u8]) -> Result<ModelIr, ReadError> {
         .to_string();
     let (task, link) = loss_semantics(&loss, dimension)?;
 
-    let mut trees = Vec::new();
-    for (t, tree) in oblivious.iter().enumerate() {
-        let depth = tree.splits.len();
-        if depth > MAX_DEPTH {
-            return Err(malformed(format!("tree {t}: depth {depth} (CatBoost trees have at most {MAX_DEPTH} levels)")));
-        }
-        let mut levels = Vec::with_capacity(depth);
-        for (k, split) in tree.splits.iter().enumerate() {
-            match split.split_type.as_str() {
-                "FloatFeature" => {}
-                "OnlineCtr" => {
-                    let at = split.split_index.ok_or_else(|| malformed(format!("tree {t}: CTR split {k} has no split_index")))?;
-                    let &(c, j) = at
-                        .checked_sub(ctr_base)
-                        .and_then(|i| ctr_splits.get(i))
-                        .ok_or_else(|| malformed(format!("tree {t}: CTR split {k} has split_index {at}, not a CTR border")))?;
-                    let border = ctrs[c].borders[j];
-                    if split.border.map(|b| b as f32) != Some(border) {
-                        return Err(malformed(format!("tree {t}: CTR split {k}: border {:?} is not CTR {c}'s border {border}", split.border)));
-                    }
-                    // CTR values are never NaN.
-                    levels.push((n_inputs + c as u32, Test::Gt(border as f64), false));
-                    continue;
-                }
-                "OneHotFeature" => {
-                    let c = split
-                        .cat_feature_index
-                        .ok_or_else(|| malformed(format!("tree {t}: split {k} has no cat_feature_index")))?;
-                    let flat = *cat_flat
-                        .get(&c)
-                        .ok_or_else(|| malformed(format!("tree {t}: split {k} uses unknown categorical feature {c}")))?;
-                    let value = split.value.ok_or_else(|| malformed(format!("tree {t}: split {k} has no value")))?;
-                    let Some(categories) = codes.get(&hash_bits(value)) else {
-                        return Err(unsupported(
-                            format!(
-                                "CatBoost one-hot split on a category (hash {value}) that is not an integer code in 0..{ONE_HOT_CODES}"
-                            ),
-                            Some(t),
-                        ));
-                    };
-                    let categories = categories.clone();
-                    // `cat_flat` only holds categorical features; codes come out ascending.
-                    if let FeatureKind::Categorical { buckets } = &mut features[flat as usize].kind {
-                        *buckets = (*buckets).max(categories.last().map_or(1, |&m| m + 1));
-                    }
-                    levels.push((flat, Test::InSet { categories, invalid_at_or_below: -1.0 }, false));
-                    continue;
-                }
-                other => return Err(unsupported(format!("CatBoost split type `{other}`"), Some(t))),
+    // Trees are expanded on every core; the first error in tree order is reported. One-hot
+    // splits report (feature, buckets) for the feature table, merged after.
+    let expanded: Vec<Result<(Vec<Tree>, Vec<(usize, u32)>), ReadError>> = oblivious
+        .par_iter()
+        .enumerate()
+        .map(|(t, tree)| {
+            let mut buckets_seen = Vec::new();
+            let depth = tree.splits.len();
+            if depth > MAX_DEPTH {
+                return Err(malformed(format!("tree {t}: depth {depth} (CatBoost trees have at most {MAX_DEPTH} levels)")));
             }
-            let f = split
-                .float_feature_index
-                .ok_or_else(|| malformed(format!("tree {t}: split {k} has no float_feature_index")))?;
-            let fs = float_splits
-                .get(f as usize)
-                .and_then(Option::as_ref)
-                .ok_or_else(|| malformed(format!("tree {t}: split {k} uses unknown float feature {f}")))?;
-            let border = split.border.ok_or_else(|| malformed(format!("tree {t}: split {k} has no border")))?;
-            if border.is_nan() {
-                return Err(malformed(format!("tree {t}: split {k} has a NaN border")));
+            let mut levels = Vec::with_capacity(depth);
+            for (k, split) in tree.splits.iter().enumerate() {
+                match split.split_type.as_str() {
+                    "FloatFeature" => {}
+                    "OnlineCtr" => {
+                        let at = split.split_index.ok_or_else(|| malformed(format!("tree {t}: CTR split {k} has no split_index")))?;
+                        let &(c, j) = at
+                            .checked_sub(ctr_base)
+                            .and_then(|i| ctr_splits.get(i))
+                            .ok_or_else(|| malformed(format!("tree {t}: CTR split {k} has split_index {at}, not a CTR border")))?;
+                        let border = ctrs[c].borders[j];
+                        if split.border.map(|b| b as f32) != Some(border) {
+                            return Err(malformed(format!("tree {t}: CTR split {k}: border {:?} is not CTR {c}'s border {border}", split.border)));
+                        }
+                        // CTR values are never NaN.
+                        levels.push((n_inputs + c as u32, Test::Gt(border as f64), false));
+                        continue;
+                    }
+                    "OneHotFeature" => {
+                        let c = split
+                            .cat_feature_index
+                            .ok_or_else(|| malformed(format!("tree {t}: split {k} has no cat_feature_index")))?;
+                        let flat = *cat_flat
+                            .get(&c)
+                            .ok_or_else(|| malformed(format!("tree {t}: split {k} uses unknown categorical feature {c}")))?;
+                        let value = split.value.ok_or_else(|| malformed(format!("tree {t}: split {k} has no value")))?;
+                        let Some(categories) = codes.get(&hash_bits(value)) else {
+                            return Err(unsupported(
+                                format!(
+                                    "CatBoost one-hot split on a category (hash {value}) that is not an integer code in 0..{ONE_HOT_CODES}"
+                                ),
+                                Some(t),
+                            ));
+                        };
+                        let categories = categories.clone();
+                        // Codes come out ascending.
+                        buckets_seen.push((flat as usize, categories.last().map_or(1, |&m| m + 1)));
+                        levels.push((flat, Test::InSet { categories, invalid_at_or_below: -1.0 }, false));
+                        continue;
+                    }
+                    other => return Err(unsupported(format!("CatBoost split type `{other}`"), Some(t))),
+                }
+                let f = split
+                    .float_feature_index
+                    .ok_or_else(|| malformed(format!("tree {t}: split {k} has no float_feature_index")))?;
+                let fs = float_splits
+                    .get(f as usize)
+                    .and_then(Option::as_ref)
+                    .ok_or_else(|| malformed(format!("tree {t}: split {k} uses unknown float feature {f}")))?;
+                let border = split.border.ok_or_else(|| malformed(format!("tree {t}: split {k} has no border")))?;
+                if border.is_nan() {
+                    return Err(malformed(format!("tree {t}: split {k} has a NaN border")));
+                }
+                // CatBoost keeps borders as f32.
+                let border = border as f32 as f64;
+                levels.push((fs.flat, Test::Gt(border), fs.nan_yes));
             }
-            // CatBoost keeps borders as f32.
-            let border = border as f32 as f64;
-            levels.push((fs.flat, Test::Gt(border), fs.nan_yes));
-        }
-        let n_leaves = 1usize << depth;
-        if tree.leaf_values.len() != n_leaves * dimension {
-            return Err(malformed(format!(
-                "tree {t}: {} leaf values, expected {n_leaves} leaves x {dimension} outputs",
-                tree.leaf_values.len()
-            )));
-        }
-        if let Some(v) = tree.leaf_values.iter().find(|v| !v.is_finite()) {
-            return Err(malformed(format!("tree {t}: leaf value {v} is not finite")));
-        }
-        for o in 0..dimension {
-            trees.push(expand(&levels, |leaf| tree.leaf_values[leaf * dimension + o] * scale, o as u32));
+            let n_leaves = 1usize << depth;
+            if tree.leaf_values.len() != n_leaves * dimension {
+                return Err(malformed(format!(
+                    "tree {t}: {} leaf values, expected {n_leaves} leaves x {dimension} outputs",
+                    tree.leaf_values.len()
+                )));
+            }
+            if let Some(v) = tree.leaf_values.iter().find(|v| !v.is_finite()) {
+                return Err(malformed(format!("tree {t}: leaf value {v} is not finite")));
+            }
+            let trees = (0..dimension).map(|o| expand(&levels, |leaf| tree.leaf_values[leaf * dimension + o] * scale, o as u32)).collect();
+            Ok((trees, buckets_seen))
+        })
+        .collect();
+    let mut trees = Vec::with_capacity(oblivious.len() * dimension);
+    for result in expanded {
+        let (expanded, buckets_seen) = result?;
+        trees.extend(expanded);
+        for (flat, seen) in buckets_seen {
+            // `cat_flat` only holds categorical features.
+            if let FeatureKind::Categorical { buckets } = &mut features[flat].kind {
+                *buckets = (*buckets).max(seen);
+            }
         }
     }
     if features.is_empty() {

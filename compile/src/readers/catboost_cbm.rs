@@ -1,6 +1,7 @@
-//! CatBoost's binary model format (`.cbm`, what `save_model` writes by default) → the JSON
-//! document CatBoost's own JSON export would give (`save_model(format="json")`), so one reader
-//! (`catboost::read`) gives both the same meaning, and the same artifact.
+//! CatBoost's binary model format (`.cbm`, what `save_model` writes by default) → the same typed
+//! model the JSON export (`save_model(format="json")`) deserializes into, so one reader
+//! (`catboost::read`) gives both the same meaning, and the same artifact. Built directly, not
+//! through a JSON document: that detour cost ten times CatBoost's own load time.
 //!
 //! The file (CatBoost 1.2.x `TFullModel::Save`): `CBM1`, a u32 length, the model core (a
 //! FlatBuffer, root `TModelCore`, schema `catboost/libs/model/flatbuffers/model.fbs`), then the
@@ -12,9 +13,12 @@
 //! Field slots are the schema's field order; `TModelTrees` (formerly `TObliviousTrees`) gained
 //! `Scale` (14), `Bias` (15) and `MultiBias` (16) after `EstimatedFeatures` (13).
 
+use super::catboost::{CatFeature, FeaturesInfo, FloatFeature, Model, ObliviousTree, Split};
+use super::catboost_ctr::{self, Cell, CtrJson, Element};
 use super::flatbuf::{self, f32s, i32s, Table};
 use super::ReadError;
 use serde_json::{json, Map, Value};
+use std::collections::HashMap;
 
 const FORMAT: &str = "catboost";
 
@@ -41,34 +45,38 @@ fn chunk<'a>(bytes: &'a [u8], at: usize, what: &str) -> Result<(&'a [u8], usize)
 const CTR_TYPES: [&str; 6] = ["Borders", "Buckets", "BinarizedTargetMeanValue", "FloatTargetMeanValue", "Counter", "FeatureFreq"];
 const NAN_TREATMENT: [&str; 3] = ["AsIs", "AsFalse", "AsTrue"];
 
-/// A `TModelCtrBase`: (projection elements as CatBoost's JSON names them, type, target
-/// classifier), and the identifier that keys it in `ctr_data`.
-fn ctr_base(t: &Table) -> Result<(Vec<Value>, String, i32, String), ReadError> {
+/// A `TModelCtrBase`: (projection elements, type, identifier). The identifier only has to
+/// match between a CTR feature and its table; it is CatBoost's JSON export's, for messages.
+fn ctr_base(t: &Table) -> Result<(Vec<Element>, String, String), ReadError> {
     let combination = t.table(0).map_err(fb)?.ok_or_else(|| malformed("CTR without a feature combination"))?;
     let mut elements = Vec::new();
+    let mut described = Vec::new();
     for c in i32s(&combination.words(0, 1).map_err(fb)?) {
-        elements.push(json!({"cat_feature_index": c, "combination_element": "cat_feature_value"}));
+        described.push(json!({"cat_feature_index": c, "combination_element": "cat_feature_value"}));
+        elements.push(Element { combination_element: "cat_feature_value".into(), cat_feature_index: u32::try_from(c).ok(), float_feature_index: None, border: None, value: None });
     }
     for s in combination.words(1, 2).map_err(fb)?.chunks(2) {
         let (index, border) = (i32::from_le_bytes(s[0]), f32::from_le_bytes(s[1]));
-        elements.push(json!({"border": border as f64, "combination_element": "float_feature", "float_feature_index": index}));
+        described.push(json!({"border": border as f64, "combination_element": "float_feature", "float_feature_index": index}));
+        elements.push(Element { combination_element: "float_feature".into(), cat_feature_index: None, float_feature_index: u32::try_from(index).ok(), border: Some(border as f64), value: None });
     }
     for s in combination.words(2, 2).map_err(fb)?.chunks(2) {
         let (index, value) = (i32::from_le_bytes(s[0]), i32::from_le_bytes(s[1]));
-        elements.push(json!({"cat_feature_index": index, "combination_element": "cat_feature_exact_value", "value": value}));
+        described.push(json!({"cat_feature_index": index, "combination_element": "cat_feature_exact_value", "value": value}));
+        elements.push(Element { combination_element: "cat_feature_exact_value".into(), cat_feature_index: u32::try_from(index).ok(), float_feature_index: None, border: None, value: Some(value as i64) });
     }
     let kind = t.u8(1, 0).map_err(fb)? as usize;
     let kind = CTR_TYPES.get(kind).ok_or_else(|| malformed(format!("unknown CTR type {kind}")))?.to_string();
     let classifier = t.i32(2, 0).map_err(fb)?;
-    let identifier = json!({"identifier": elements, "type": kind, "target_classifier": classifier}).to_string();
-    Ok((elements, kind, classifier, identifier))
+    let identifier = json!({"identifier": described, "type": kind, "target_classifier": classifier}).to_string();
+    Ok((elements, kind, identifier))
 }
 
 /// One `TCtrValueTable` → (identifier, the `ctr_data` entry CatBoost's JSON export writes).
-fn value_table(buf: &[u8]) -> Result<(String, Value), ReadError> {
+fn value_table(buf: &[u8]) -> Result<(String, catboost_ctr::Table), ReadError> {
     let t = flatbuf::root(buf).map_err(fb)?;
     let base = t.table(0).map_err(fb)?.ok_or_else(|| malformed("CTR table without its CTR"))?;
-    let (_, kind, _, identifier) = ctr_base(&base)?;
+    let (_, kind, identifier) = ctr_base(&base)?;
     let index = t.bytes(1).map_err(fb)?;
     let blob = t.bytes(2).map_err(fb)?;
     let denominator = t.i32(3, 0).map_err(fb)?;
@@ -82,25 +90,25 @@ fn value_table(buf: &[u8]) -> Result<(String, Value), ReadError> {
         "BinarizedTargetMeanValue" | "FloatTargetMeanValue" => (3, true),
         _ => (usize::try_from(classes).ok().filter(|&c| (1..=1 << 16).contains(&c)).ok_or_else(|| malformed(format!("CTR table with {classes} target classes")))? + 1, false),
     };
-    let mut hash_map = Vec::new();
+    let mut hash_map = Vec::with_capacity(index.len() / 12 * stride);
     for bucket in index.chunks_exact(12) {
         let key = u64::from_le_bytes(bucket[..8].try_into().unwrap_or_default());
         if key == u64::MAX {
             continue;
         }
         let row = u32::from_le_bytes(bucket[8..12].try_into().unwrap_or_default()) as usize;
-        hash_map.push(Value::String(key.to_string()));
+        hash_map.push(Cell::Key(key));
         let counters = stride - 1;
         for k in 0..counters {
             let w = word(row * counters + k).ok_or_else(|| malformed(format!("CTR table {identifier}: row {row} past its counters")))?;
-            hash_map.push(if mean && k == 0 { json!(f32::from_le_bytes(w) as f64) } else { json!(i32::from_le_bytes(w)) });
+            hash_map.push(if mean && k == 0 { Cell::Float(f32::from_le_bytes(w) as f64) } else { Cell::Int(i32::from_le_bytes(w) as i64) });
         }
     }
-    Ok((identifier, json!({"counter_denominator": denominator, "hash_map": hash_map, "hash_stride": stride})))
+    Ok((identifier, catboost_ctr::Table { counter_denominator: denominator as i64, hash_map, hash_stride: stride }))
 }
 
-/// The `.cbm` file as CatBoost's JSON model document.
-pub fn to_json(bytes: &[u8]) -> Result<Value, ReadError> {
+/// The `.cbm` file as the model CatBoost's JSON export describes.
+pub(super) fn to_model(bytes: &[u8]) -> Result<Model, ReadError> {
     let (core, mut at) = chunk(bytes, 4, "model core")?;
     let root = flatbuf::root(core).map_err(fb)?;
     let trees = root.table(1).map_err(fb)?.ok_or_else(|| malformed(".cbm model core without trees"))?;
@@ -119,23 +127,24 @@ pub fn to_json(bytes: &[u8]) -> Result<Value, ReadError> {
         }
     }
     let dimension = trees.i32(0, 1).map_err(fb)?.max(1);
-    let mut binary: Vec<Value> = Vec::new();
+    let mut binary: Vec<Split> = Vec::new();
+    let split = |split_type: &str| Split { split_type: split_type.into(), float_feature_index: None, border: None, cat_feature_index: None, value: None, split_index: None };
     let mut float_features = Vec::new();
     for f in trees.tables(5).map_err(fb)? {
         let index = f.i32(1, -1).map_err(fb)?;
         let borders = f32s(&f.words(3, 1).map_err(fb)?);
         for &b in &borders {
-            binary.push(json!({"split_type": "FloatFeature", "float_feature_index": index, "border": b as f64}));
+            binary.push(Split { float_feature_index: u32::try_from(index).ok(), border: Some(b as f64), ..split("FloatFeature") });
         }
         let nan = f.u8(5, 0).map_err(fb)? as usize;
-        float_features.push(json!({
-            "feature_index": index,
-            "flat_feature_index": f.i32(2, -1).map_err(fb)?,
-            "feature_id": f.string(4).map_err(fb)?.unwrap_or_default(),
-            "has_nans": f.u8(0, 0).map_err(fb)? != 0,
-            "nan_value_treatment": NAN_TREATMENT.get(nan).copied().unwrap_or("AsIs"),
-            "borders": borders.iter().map(|&b| b as f64).collect::<Vec<_>>(),
-        }));
+        float_features.push(FloatFeature {
+            feature_index: index_u32(index, "float feature_index")?,
+            flat_feature_index: index_u32(f.i32(2, -1).map_err(fb)?, "flat_feature_index")?,
+            feature_id: f.string(4).map_err(fb)?,
+            has_nans: f.u8(0, 0).map_err(fb)? != 0,
+            nan_value_treatment: Some(NAN_TREATMENT.get(nan).copied().unwrap_or("AsIs").to_string()),
+            borders: borders.iter().map(|&b| b as f64).collect(),
+        });
     }
     let mut one_hot: std::collections::HashMap<i32, Vec<i32>> = std::collections::HashMap::new();
     for o in trees.tables(6).map_err(fb)? {
@@ -145,43 +154,40 @@ pub fn to_json(bytes: &[u8]) -> Result<Value, ReadError> {
             return Err(ReadError::unsupported(FORMAT, "one-hot features stored as strings", None));
         }
         for &v in &values {
-            binary.push(json!({"split_type": "OneHotFeature", "cat_feature_index": index, "value": v}));
+            binary.push(Split { cat_feature_index: u32::try_from(index).ok(), value: Some(v as i64), ..split("OneHotFeature") });
         }
         one_hot.insert(index, values);
     }
     let mut categorical_features = Vec::new();
     for c in trees.tables(4).map_err(fb)? {
         let index = c.i32(0, -1).map_err(fb)?;
-        let mut f = json!({
-            "feature_index": index,
-            "flat_feature_index": c.i32(1, -1).map_err(fb)?,
-            "feature_id": c.string(2).map_err(fb)?.unwrap_or_default(),
+        categorical_features.push(CatFeature {
+            feature_index: index_u32(index, "categorical feature_index")?,
+            flat_feature_index: index_u32(c.i32(1, -1).map_err(fb)?, "flat_feature_index")?,
+            feature_id: c.string(2).map_err(fb)?,
+            values: one_hot.get(&index).map(|v| v.iter().map(|&v| v as i64).collect()).unwrap_or_default(),
         });
-        if let Some(values) = one_hot.get(&index) {
-            f["values"] = json!(values);
-        }
-        categorical_features.push(f);
     }
     let mut ctrs = Vec::new();
     for (k, c) in trees.tables(7).map_err(fb)?.iter().enumerate() {
         let ctr = c.table(0).map_err(fb)?.ok_or_else(|| malformed(format!("CTR feature {k} without its CTR")))?;
         let base = ctr.table(0).map_err(fb)?.ok_or_else(|| malformed(format!("CTR feature {k} without its base")))?;
-        let (elements, kind, _, identifier) = ctr_base(&base)?;
+        let (elements, kind, identifier) = ctr_base(&base)?;
         let borders = f32s(&c.words(1, 1).map_err(fb)?);
         for &b in &borders {
-            binary.push(json!({"split_type": "OnlineCtr", "border": b as f64}));
+            binary.push(Split { border: Some(b as f64), ..split("OnlineCtr") });
         }
-        ctrs.push(json!({
-            "borders": borders.iter().map(|&b| b as f64).collect::<Vec<_>>(),
-            "ctr_type": kind,
-            "elements": elements,
-            "identifier": identifier,
-            "prior_numerator": ctr.f32(2, 0.0).map_err(fb)? as f64,
-            "prior_denomerator": ctr.f32(3, 1.0).map_err(fb)? as f64,
-            "shift": ctr.f32(4, 0.0).map_err(fb)? as f64,
-            "scale": ctr.f32(5, 1.0).map_err(fb)? as f64,
-            "target_border_idx": ctr.i32(1, 0).map_err(fb)?,
-        }));
+        ctrs.push(CtrJson {
+            borders: borders.iter().map(|&b| b as f64).collect(),
+            ctr_type: kind,
+            elements,
+            identifier,
+            prior_numerator: ctr.f32(2, 0.0).map_err(fb)? as f64,
+            prior_denomerator: ctr.f32(3, 1.0).map_err(fb)? as f64,
+            shift: ctr.f32(4, 0.0).map_err(fb)? as f64,
+            scale: Some(ctr.f32(5, 1.0).map_err(fb)? as f64),
+            target_border_idx: ctr.i32(1, 0).map_err(fb)? as i64,
+        });
     }
 
     let splits = i32s(&trees.words(1, 1).map_err(fb)?);
@@ -194,13 +200,12 @@ pub fn to_json(bytes: &[u8]) -> Result<Value, ReadError> {
         let ids = splits.get(next_split..next_split + depth).ok_or_else(|| malformed(format!("tree {t}: splits past TreeSplits")))?;
         let mut tree_splits = Vec::with_capacity(depth);
         for &s in ids {
-            let mut split = usize::try_from(s).ok().and_then(|s| binary.get(s)).cloned().ok_or_else(|| malformed(format!("tree {t}: split {s} is no binary feature")))?;
-            split["split_index"] = json!(s);
-            tree_splits.push(split);
+            let split = usize::try_from(s).ok().and_then(|s| binary.get(s)).ok_or_else(|| malformed(format!("tree {t}: split {s} is no binary feature")))?;
+            tree_splits.push(Split { split_index: Some(s as usize), ..split.clone() });
         }
         let n = (1usize << depth) * dimension as usize;
         let values = leaves.get(next_leaf..next_leaf + n).ok_or_else(|| malformed(format!("tree {t}: leaf values past LeafValues")))?;
-        oblivious.push(json!({"splits": tree_splits, "leaf_values": values}));
+        oblivious.push(ObliviousTree { splits: tree_splits, leaf_values: values.to_vec() });
         next_split += depth;
         next_leaf += n;
     }
@@ -210,7 +215,7 @@ pub fn to_json(bytes: &[u8]) -> Result<Value, ReadError> {
         bias = vec![trees.f64(15, 0.0).map_err(fb)?; dimension as usize];
     }
 
-    let mut ctr_data = Map::new();
+    let mut ctr_data = HashMap::new();
     for part in &parts {
         if part != "static_provider_v1" {
             return Err(ReadError::unsupported(FORMAT, format!("model part {part:?} in a .cbm file"), None));
@@ -225,11 +230,17 @@ pub fn to_json(bytes: &[u8]) -> Result<Value, ReadError> {
             at = next;
         }
     }
-    Ok(json!({
-        "features_info": {"float_features": float_features, "categorical_features": categorical_features, "ctrs": ctrs},
-        "model_info": model_info,
-        "oblivious_trees": oblivious,
-        "scale_and_bias": [scale, bias],
-        "ctr_data": ctr_data,
-    }))
+    Ok(Model {
+        features_info: FeaturesInfo { float_features, categorical_features, text_features: Vec::new(), embedding_features: Vec::new(), ctrs },
+        model_info: Some(Value::Object(model_info)),
+        oblivious_trees: Some(oblivious),
+        trees: None,
+        scale_and_bias: Some((scale, bias)),
+        ctr_data: Some(ctr_data),
+    })
+}
+
+/// CatBoost writes -1 for an absent index; the JSON reader would refuse a negative one too.
+fn index_u32(v: i32, what: &str) -> Result<u32, ReadError> {
+    u32::try_from(v).map_err(|_| malformed(format!("{what} {v}")))
 }

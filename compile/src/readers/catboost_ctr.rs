@@ -19,7 +19,6 @@
 use super::ReadError;
 use crate::ir::{ctr_part, CtrDef, CtrPart};
 use serde::Deserialize;
-use serde_json::Value;
 use std::collections::HashMap;
 
 const FORMAT: &str = "catboost";
@@ -31,20 +30,20 @@ fn malformed(detail: impl Into<String>) -> ReadError {
 #[derive(Deserialize)]
 pub(super) struct CtrJson {
     #[serde(default)]
-    borders: Vec<f64>,
-    ctr_type: String,
-    elements: Vec<Element>,
-    identifier: String,
+    pub(super) borders: Vec<f64>,
+    pub(super) ctr_type: String,
+    pub(super) elements: Vec<Element>,
+    pub(super) identifier: String,
     #[serde(default)]
-    prior_numerator: f64,
+    pub(super) prior_numerator: f64,
     #[serde(default = "one")]
-    prior_denomerator: f64,
+    pub(super) prior_denomerator: f64,
     #[serde(default)]
-    scale: Option<f64>,
+    pub(super) scale: Option<f64>,
     #[serde(default)]
-    shift: f64,
+    pub(super) shift: f64,
     #[serde(default)]
-    target_border_idx: i64,
+    pub(super) target_border_idx: i64,
 }
 
 fn one() -> f64 {
@@ -52,24 +51,102 @@ fn one() -> f64 {
 }
 
 #[derive(Deserialize)]
-struct Element {
-    combination_element: String,
+pub(super) struct Element {
+    pub(super) combination_element: String,
     #[serde(default)]
-    cat_feature_index: Option<u32>,
+    pub(super) cat_feature_index: Option<u32>,
     #[serde(default)]
-    float_feature_index: Option<u32>,
+    pub(super) float_feature_index: Option<u32>,
     #[serde(default)]
-    border: Option<f64>,
+    pub(super) border: Option<f64>,
     #[serde(default)]
-    value: Option<i64>,
+    pub(super) value: Option<i64>,
 }
 
 #[derive(Deserialize)]
-struct Table {
+pub(super) struct Table {
     #[serde(default)]
-    counter_denominator: i64,
-    hash_map: Vec<Value>,
-    hash_stride: usize,
+    pub(super) counter_denominator: i64,
+    pub(super) hash_map: Vec<Cell>,
+    pub(super) hash_stride: usize,
+}
+
+/// One number of a `hash_map`: CatBoost's JSON writes the 64-bit keys as decimal strings
+/// (they exceed JSON's exact integers) and the counters as numbers.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum Cell {
+    Key(u64),
+    Int(i64),
+    Float(f64),
+    /// A string that is not a u64, or a number of the wrong kind: reported where it is used.
+    Bad,
+}
+
+impl Cell {
+    fn key(self) -> Option<u64> {
+        match self {
+            Cell::Key(k) => Some(k),
+            Cell::Int(v) => u64::try_from(v).ok(),
+            _ => None,
+        }
+    }
+
+    fn int(self) -> Option<i32> {
+        match self {
+            Cell::Int(v) => i32::try_from(v).ok(),
+            _ => None,
+        }
+    }
+
+    fn float(self) -> Option<f64> {
+        match self {
+            Cell::Int(v) => Some(v as f64),
+            Cell::Float(v) => Some(v),
+            _ => None,
+        }
+    }
+}
+
+impl std::fmt::Display for Cell {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Cell::Key(k) => write!(f, "\"{k}\""),
+            Cell::Int(v) => write!(f, "{v}"),
+            Cell::Float(v) => write!(f, "{v}"),
+            Cell::Bad => f.write_str("(not a number)"),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Cell {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl serde::de::Visitor<'_> for Visitor {
+            type Value = Cell;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a number or a decimal string")
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Cell, E> {
+                Ok(v.parse().map_or(Cell::Bad, Cell::Key))
+            }
+            fn visit_i64<E>(self, v: i64) -> Result<Cell, E> {
+                Ok(Cell::Int(v))
+            }
+            fn visit_u64<E>(self, v: u64) -> Result<Cell, E> {
+                Ok(i64::try_from(v).map_or(Cell::Key(v), Cell::Int))
+            }
+            fn visit_f64<E>(self, v: f64) -> Result<Cell, E> {
+                Ok(Cell::Float(v))
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<Cell, E> {
+                Ok(Cell::Bad)
+            }
+            fn visit_unit<E>(self) -> Result<Cell, E> {
+                Ok(Cell::Bad)
+            }
+        }
+        d.deserialize_any(Visitor)
+    }
 }
 
 /// Where the reader finds the inputs a projection names.
@@ -86,11 +163,11 @@ pub(super) struct Ctr {
     pub borders: Vec<f32>,
 }
 
-pub(super) fn read(ctrs: &[CtrJson], data: &serde_json::Map<String, Value>, inputs: &Inputs) -> Result<Vec<Ctr>, ReadError> {
+pub(super) fn read(ctrs: &[CtrJson], data: &HashMap<String, Table>, inputs: &Inputs) -> Result<Vec<Ctr>, ReadError> {
     ctrs.iter().enumerate().map(|(i, c)| read_one(i, c, data, inputs)).collect()
 }
 
-fn read_one(i: usize, c: &CtrJson, data: &serde_json::Map<String, Value>, inputs: &Inputs) -> Result<Ctr, ReadError> {
+fn read_one(i: usize, c: &CtrJson, data: &HashMap<String, Table>, inputs: &Inputs) -> Result<Ctr, ReadError> {
     let err = |detail: String| malformed(format!("CTR {i} ({}): {detail}", c.ctr_type));
     // CalcHashes order: categorical features, then float splits, then one-hot flags.
     let (mut cats, mut floats, mut one_hot) = (Vec::new(), Vec::new(), Vec::new());
@@ -122,10 +199,7 @@ fn read_one(i: usize, c: &CtrJson, data: &serde_json::Map<String, Value>, inputs
     if parts.is_empty() {
         return Err(err("empty projection".into()));
     }
-    let table: Table = serde_json::from_value(
-        data.get(&c.identifier).cloned().ok_or_else(|| err(format!("no ctr_data entry {:?}", c.identifier)))?,
-    )
-    .map_err(|e| err(format!("ctr_data entry: {e}")))?;
+    let table = data.get(&c.identifier).ok_or_else(|| err(format!("no ctr_data entry {:?}", c.identifier)))?;
     let stride = table.hash_stride;
     if stride < 2 || stride > 1 << 16 || table.hash_map.len() % stride != 0 {
         return Err(err(format!("hash_map of {} numbers with hash_stride {stride}", table.hash_map.len())));
@@ -164,11 +238,11 @@ fn read_one(i: usize, c: &CtrJson, data: &serde_json::Map<String, Value>, inputs
     };
     let mut entries = Vec::with_capacity(table.hash_map.len() / stride);
     for (e, row) in table.hash_map.chunks(stride).enumerate() {
-        let key = number_u64(&row[0]).ok_or_else(|| err(format!("entry {e}: key {} is not a 64-bit hash", row[0])))?;
+        let key = row[0].key().ok_or_else(|| err(format!("entry {e}: key {} is not a 64-bit hash", row[0])))?;
         if key == u64::MAX {
             continue;
         }
-        let int = |k: usize| row[k].as_i64().and_then(|v| i32::try_from(v).ok()).ok_or_else(|| err(format!("entry {e}: counter {} is not an int", row[k])));
+        let int = |k: usize| row[k].int().ok_or_else(|| err(format!("entry {e}: counter {} is not an int", row[k])));
         let value = match kind {
             Kind::Borders if classes == 2 => {
                 let (n0, n1) = (int(1)?, int(2)?);
@@ -194,7 +268,7 @@ fn read_one(i: usize, c: &CtrJson, data: &serde_json::Map<String, Value>, inputs
             }
             Kind::Counter => calc(int(1)? as f32, denominator as f32),
             Kind::Mean => {
-                let sum = row[1].as_f64().ok_or_else(|| err(format!("entry {e}: sum {} is not a number", row[1])))? as f32;
+                let sum = row[1].float().ok_or_else(|| err(format!("entry {e}: sum {} is not a number", row[1])))? as f32;
                 calc(sum, int(2)? as f32)
             }
         };
@@ -214,11 +288,3 @@ fn read_one(i: usize, c: &CtrJson, data: &serde_json::Map<String, Value>, inputs
     Ok(Ctr { def: CtrDef { parts, table: entries, empty_value }, borders })
 }
 
-/// CatBoost writes 64-bit keys as decimal strings (they exceed JSON's exact integers).
-fn number_u64(v: &Value) -> Option<u64> {
-    match v {
-        Value::String(s) => s.parse().ok(),
-        Value::Number(n) => n.as_u64(),
-        _ => None,
-    }
-}

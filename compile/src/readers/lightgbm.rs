@@ -27,6 +27,7 @@
 
 use super::ReadError;
 use crate::ir::{Aggregate, FeatureDef, FeatureKind, Link, ModelIr, Node, SourceFormat, Task, Test, Tree};
+use rayon::prelude::*;
 use std::collections::HashMap;
 
 const FORMAT: &str = "lightgbm";
@@ -289,12 +290,15 @@ fn numeric_le(threshold: f64) -> Test {
     }
 }
 
+/// One tree, and the categorical features its bitsets use: (feature, one past the largest
+/// category), merged into the feature table by the caller (trees are read in parallel).
 fn read_tree(
     t: usize,
     block: &HashMap<&str, &str>,
     n_outputs: usize,
-    features: &mut [FeatureInfo],
-) -> Result<Tree, ReadError> {
+    n_features: usize,
+) -> Result<(Tree, Vec<(usize, u64)>), ReadError> {
+    let mut categorical = Vec::new();
     let output = (t % n_outputs) as u32;
     let n_leaves = tree_int(t, block, "num_leaves")?.ok_or_else(|| tree_err(t, "missing `num_leaves`"))?;
     if !(1..=(1 << 24)).contains(&n_leaves) {
@@ -307,11 +311,11 @@ fn read_tree(
     }
     let leaves = match tree_int(t, block, "is_linear")? {
         Some(0) | None => leaf_values.into_iter().map(|value| Node::Leaf { value }).collect(),
-        Some(1) => linear_leaves(t, block, &leaf_values, features.len())?,
+        Some(1) => linear_leaves(t, block, &leaf_values, n_features)?,
         Some(other) => return Err(tree_err(t, format_args!("is_linear = {other}"))),
     };
     if n_leaves == 1 {
-        return Ok(Tree { output, nodes: leaves });
+        return Ok((Tree { output, nodes: leaves }, categorical));
     }
     let n_internal = n_leaves - 1;
     let num_cat = tree_int(t, block, "num_cat")?.unwrap_or(0);
@@ -379,7 +383,7 @@ fn read_tree(
     let mut nodes = Vec::with_capacity(n_nodes);
     for i in 0..n_internal {
         let feature = split_feature[i];
-        if feature < 0 || feature as usize >= features.len() {
+        if feature < 0 || feature as usize >= n_features {
             return Err(tree_err(t, format_args!("node {i}: split feature {feature} out of range")));
         }
         let dt = decision_type[i];
@@ -411,11 +415,7 @@ fn read_tree(
                     }
                 }
             }
-            let info = &mut features[feature as usize];
-            info.categorical = true;
-            if let Some(&max) = categories.last() {
-                info.buckets = info.buckets.max(max as u64 + 1);
-            }
+            categorical.push((feature as usize, categories.last().map_or(0, |&max| max as u64 + 1)));
             (Test::InSet { categories, invalid_at_or_below: -1.0 }, false)
         } else {
             match missing_type {
@@ -428,7 +428,7 @@ fn read_tree(
         nodes.push(Node::Split { feature: feature as u32, test, missing_yes, yes: yes as u32, no: no as u32 });
     }
     nodes.extend(leaves);
-    Ok(Tree { output, nodes })
+    Ok((Tree { output, nodes }, categorical))
 }
 
 /// A linear tree's leaves (`linear_tree=True`): `leaf_const`, then per leaf `num_features`
@@ -498,12 +498,18 @@ pub fn read(bytes: &[u8]) -> Result<ModelIr, ReadError> {
     if sections.trees.len() % n_outputs != 0 {
         return Err(malformed(format!("{} trees is not a multiple of {n_outputs} trees per iteration", sections.trees.len())));
     }
-    let trees = sections
-        .trees
-        .iter()
-        .enumerate()
-        .map(|(t, block)| read_tree(t, block, n_outputs, &mut infos))
-        .collect::<Result<Vec<_>, _>>()?;
+    // Trees are independent: parsed on every core (LightGBM loads them the same way), then
+    // the first error in tree order is the one reported.
+    let parsed: Vec<_> = sections.trees.par_iter().enumerate().map(|(t, block)| read_tree(t, block, n_outputs, n_features)).collect();
+    let mut trees = Vec::with_capacity(parsed.len());
+    for result in parsed {
+        let (tree, categorical) = result?;
+        for (feature, buckets) in categorical {
+            infos[feature].categorical = true;
+            infos[feature].buckets = infos[feature].buckets.max(buckets);
+        }
+        trees.push(tree);
+    }
 
     let aggregate = if sections.flags.contains(&"average_output") {
         let iterations = trees.len() / n_outputs;

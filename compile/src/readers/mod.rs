@@ -44,34 +44,30 @@ impl ReadError {
 
 /// Guesses the format from the first bytes of an (already decompressed) model file.
 pub fn detect(bytes: &[u8]) -> Result<Format, ReadError> {
-    let head = &bytes[..bytes.len().min(4096)];
-    let text = String::from_utf8_lossy(head);
-    let trimmed = text.trim_start();
     if bytes.starts_with(b"CBM1") {
         return Ok(Format::Catboost);
     }
-    if trimmed.starts_with("tree\n") || trimmed.starts_with("tree\r\n") {
+    let start = bytes.iter().position(|b| !b.is_ascii_whitespace()).unwrap_or(bytes.len());
+    let trimmed = &bytes[start..];
+    if trimmed.starts_with(b"tree\n") || trimmed.starts_with(b"tree\r\n") {
         return Ok(Format::Lightgbm);
     }
-    if trimmed.starts_with('{') {
-        if text.contains("\"learner\"") {
-            return Ok(Format::Xgboost);
-        }
-        if text.contains("\"oblivious_trees\"") || text.contains("\"features_info\"") || text.contains("\"model_info\"") {
-            return Ok(Format::Catboost);
-        }
-        // Keys may come in any order: look further than the head before giving up.
-        let all = String::from_utf8_lossy(bytes);
-        if all.contains("\"learner\"") {
-            return Ok(Format::Xgboost);
-        }
-        if all.contains("\"oblivious_trees\"") {
-            return Ok(Format::Catboost);
-        }
-    }
-    // UBJSON object start followed by a short-string key.
+    // UBJSON object start followed by a short-string key (`{` then a length marker; JSON has
+    // whitespace or `"` there).
     if bytes.first() == Some(&b'{') && bytes.get(1).is_some_and(|b| matches!(b, b'L' | b'i' | b'U' | b'l')) {
         return Ok(Format::Xgboost);
+    }
+    if trimmed.starts_with(b"{") {
+        // Keys may come in any order: the head first (cheap), then the whole file.
+        let head = &bytes[..bytes.len().min(4096)];
+        for text in [head, bytes] {
+            if contains(text, b"\"learner\"") {
+                return Ok(Format::Xgboost);
+            }
+            if contains(text, b"\"oblivious_trees\"") || contains(text, b"\"features_info\"") || contains(text, b"\"model_info\"") {
+                return Ok(Format::Catboost);
+            }
+        }
     }
     if looks_like_onnx(bytes) {
         return Ok(Format::Onnx);
@@ -79,10 +75,14 @@ pub fn detect(bytes: &[u8]) -> Result<Format, ReadError> {
     Err(ReadError::UnknownFormat)
 }
 
+fn contains(haystack: &[u8], needle: &[u8]) -> bool {
+    memchr::memmem::find(haystack, needle).is_some()
+}
+
 /// ONNX ModelProto starts with field 1 (ir_version, varint: 0x08) in every exporter we know, and
 /// names the `ai.onnx.ml` domain somewhere (onnxmltools writes the opset imports after the graph).
 fn looks_like_onnx(bytes: &[u8]) -> bool {
-    bytes.first() == Some(&0x08) && bytes.windows(7).any(|w| w == b"ai.onnx")
+    bytes.first() == Some(&0x08) && contains(bytes, b"ai.onnx")
 }
 
 pub fn read(bytes: &[u8], format: Format) -> Result<ModelIr, ReadError> {

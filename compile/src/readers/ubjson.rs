@@ -1,189 +1,392 @@
 //! Universal Binary JSON (the format XGBoost writes for `save_model("m.ubj")` and returns from
-//! `save_raw()`) → JSON text, so the XGBoost reader has one parser and one set of semantics.
+//! `save_raw()`) as a serde `Deserializer`, so the XGBoost reader deserializes the same typed
+//! document from `.ubj` as from `.json`.
 //!
 //! Written here rather than taken from a crate: the UBJSON crates on crates.io are unmaintained
 //! or lack the optimised (`$` type, `#` count) containers XGBoost writes for every array, and
 //! the format is small (draft 12: <https://ubjson.org/type-reference/>).
 //!
-//! Floats are written in the shortest text that reads back to the same value (`{:e}` of the
-//! `f32`/`f64`), so a model read from `.ubj` holds exactly the values of the same model read
-//! from `.json`, and compiles to the same bytes.
+//! Deserialized directly, not transcoded to JSON text: the text detour (shortest-form float
+//! printing, then JSON parsing) cost four times XGBoost's own load. Floats keep their binary
+//! value: a `d` is handed to serde as the `f32` XGBoost wrote. Arrays the reader reads as
+//! [`F32_ARRAY`] (tree thresholds, leaf weights) therefore hold exactly what the JSON form's
+//! shortest text reads back to, and the two forms compile to the same bytes.
 
-use std::fmt::Write;
+use serde::de::{self, DeserializeSeed, Deserializer as _, Visitor};
 
 /// Nesting deeper than this is refused (XGBoost models nest about eight levels).
 const MAX_DEPTH: usize = 64;
 
-pub fn to_json(bytes: &[u8]) -> Result<String, String> {
-    let mut r = Reader { bytes, at: 0, out: String::with_capacity(bytes.len() * 2) };
-    let marker = r.byte()?;
-    r.value(marker, 0)?;
-    while r.at < bytes.len() && bytes[r.at] == b'N' {
+/// The newtype-struct name under which a reader asks for an array of `f32`: this deserializer
+/// hands over the array's values; serde_json, which knows nothing of it, hands the visitor its
+/// own deserializer (`visit_newtype_struct`), where the reader takes the raw JSON text.
+pub const F32_ARRAY: &str = "$edgescore::ubjson::F32Array";
+
+/// Damage to the document itself (with where it is), or a document that is sound UBJSON but
+/// not what the reader's types describe (`schema`: a missing field, a wrong type).
+#[derive(Debug)]
+pub struct Error {
+    msg: String,
+    pub schema: bool,
+}
+
+impl std::fmt::Display for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.msg)
+    }
+}
+
+impl std::error::Error for Error {}
+
+impl de::Error for Error {
+    fn custom<T: std::fmt::Display>(msg: T) -> Self {
+        Error { msg: msg.to_string(), schema: true }
+    }
+}
+
+fn damage(msg: String) -> Error {
+    Error { msg, schema: false }
+}
+
+type Result<T> = std::result::Result<T, Error>;
+
+fn err<T>(msg: impl Into<String>) -> Result<T> {
+    Err(damage(msg.into()))
+}
+
+/// Deserializes `T` from one UBJSON document (trailing no-op `N` markers allowed).
+pub fn from_slice<'de, T: de::Deserialize<'de>>(bytes: &'de [u8]) -> Result<T> {
+    let mut r = Reader { bytes, at: 0, depth: 0 };
+    let marker = r.marker()?;
+    let value = T::deserialize(Value { r: &mut r, marker })?;
+    while r.bytes.get(r.at) == Some(&b'N') {
         r.at += 1;
     }
     if r.at != bytes.len() {
-        return Err(format!("{} trailing bytes after the document", bytes.len() - r.at));
+        return err(format!("{} trailing bytes after the document (at byte {})", bytes.len() - r.at, r.at));
     }
-    Ok(r.out)
+    Ok(value)
 }
 
-struct Reader<'a> {
-    bytes: &'a [u8],
+struct Reader<'de> {
+    bytes: &'de [u8],
     at: usize,
-    out: String,
+    depth: usize,
 }
 
-impl Reader<'_> {
-    fn byte(&mut self) -> Result<u8, String> {
-        let b = *self.bytes.get(self.at).ok_or("truncated document")?;
+impl<'de> Reader<'de> {
+    fn byte(&mut self) -> Result<u8> {
+        let b = *self.bytes.get(self.at).ok_or_else(|| damage(format!("truncated document at byte {}", self.at)))?;
         self.at += 1;
         Ok(b)
     }
 
-    fn take<const N: usize>(&mut self) -> Result<[u8; N], String> {
-        let end = self.at.checked_add(N).filter(|&e| e <= self.bytes.len()).ok_or("truncated document")?;
-        let mut a = [0u8; N];
-        a.copy_from_slice(&self.bytes[self.at..end]);
+    /// The next value's type marker, past any no-op `N`s.
+    fn marker(&mut self) -> Result<u8> {
+        loop {
+            let b = self.byte()?;
+            if b != b'N' {
+                return Ok(b);
+            }
+        }
+    }
+
+    fn slice(&mut self, n: usize) -> Result<&'de [u8]> {
+        let end = self.at.checked_add(n).filter(|&e| e <= self.bytes.len());
+        let end = end.ok_or_else(|| damage(format!("truncated document: {n} bytes wanted at byte {}, {} left", self.at, self.bytes.len() - self.at)))?;
+        let s = &self.bytes[self.at..end];
         self.at = end;
+        Ok(s)
+    }
+
+    fn take<const N: usize>(&mut self) -> Result<[u8; N]> {
+        let mut a = [0u8; N];
+        a.copy_from_slice(self.slice(N)?);
         Ok(a)
     }
 
     /// An integer of the type `marker` (big-endian, as UBJSON stores every number).
-    fn int(&mut self, marker: u8) -> Result<i64, String> {
+    fn int(&mut self, marker: u8) -> Result<i64> {
         Ok(match marker {
             b'i' => i8::from_be_bytes(self.take()?) as i64,
             b'U' => u8::from_be_bytes(self.take()?) as i64,
             b'I' => i16::from_be_bytes(self.take()?) as i64,
             b'l' => i32::from_be_bytes(self.take()?) as i64,
             b'L' => i64::from_be_bytes(self.take()?),
-            other => return Err(format!("expected an integer type, found marker {:?} at byte {}", other as char, self.at - 1)),
+            other => return err(format!("expected an integer type, found marker {:?} at byte {}", other as char, self.at - 1)),
         })
     }
 
-    fn length(&mut self) -> Result<usize, String> {
+    /// A string or container length: every string byte and every container element takes at
+    /// least one byte of input, so a length beyond the bytes left is damage, refused before
+    /// anything is reserved for it.
+    fn length(&mut self) -> Result<usize> {
         let marker = self.byte()?;
         let n = self.int(marker)?;
-        // Every string byte and every container element takes at least one byte of input, so a
-        // length beyond the bytes left is damage, refused before anything is reserved for it.
         let left = self.bytes.len() - self.at;
-        usize::try_from(n).ok().filter(|&n| n <= left).ok_or_else(|| format!("length {n} at byte {} exceeds the {left} bytes left", self.at))
+        usize::try_from(n)
+            .ok()
+            .filter(|&n| n <= left)
+            .ok_or_else(|| damage(format!("length {n} at byte {} exceeds the {left} bytes left", self.at)))
     }
 
-    fn string_body(&mut self) -> Result<(), String> {
+    fn str(&mut self) -> Result<&'de str> {
         let n = self.length()?;
-        let end = self.at.checked_add(n).filter(|&e| e <= self.bytes.len()).ok_or("truncated string")?;
-        let s = std::str::from_utf8(&self.bytes[self.at..end]).map_err(|_| format!("string at byte {} is not UTF-8", self.at))?;
-        self.at = end;
-        let quoted = serde_json::to_string(s).map_err(|e| e.to_string())?;
-        self.out.push_str(&quoted);
-        Ok(())
+        let at = self.at;
+        std::str::from_utf8(self.slice(n)?).map_err(|_| damage(format!("string at byte {at} is not UTF-8")))
     }
 
-    fn float(&mut self, v: f64, text: impl std::fmt::LowerExp) -> Result<(), String> {
-        if !v.is_finite() {
-            return Err(format!("non-finite number {v} at byte {} (JSON cannot hold it)", self.at));
-        }
-        let _ = write!(self.out, "{text:e}");
-        Ok(())
-    }
-
-    fn value(&mut self, marker: u8, depth: usize) -> Result<(), String> {
-        if depth > MAX_DEPTH {
-            return Err(format!("nested deeper than {MAX_DEPTH} levels"));
-        }
-        match marker {
-            b'Z' => self.out.push_str("null"),
-            b'T' => self.out.push_str("true"),
-            b'F' => self.out.push_str("false"),
-            b'i' | b'U' | b'I' | b'l' | b'L' => {
-                let v = self.int(marker)?;
-                let _ = write!(self.out, "{v}");
-            }
-            b'd' => {
-                let v = f32::from_be_bytes(self.take()?);
-                self.float(v as f64, v)?;
-            }
-            b'D' => {
-                let v = f64::from_be_bytes(self.take()?);
-                self.float(v, v)?;
-            }
-            b'H' => {
-                // High-precision number: its decimal text, written as a JSON number.
-                let n = self.length()?;
-                let end = self.at.checked_add(n).filter(|&e| e <= self.bytes.len()).ok_or("truncated number")?;
-                let text = std::str::from_utf8(&self.bytes[self.at..end]).map_err(|_| "high-precision number is not text")?;
-                if text.parse::<f64>().is_err() {
-                    return Err(format!("high-precision number {text:?} is not a number"));
-                }
-                self.out.push_str(text);
-                self.at = end;
-            }
-            b'C' => {
-                let c = self.byte()?;
-                let quoted = serde_json::to_string(&(c as char).to_string()).map_err(|e| e.to_string())?;
-                self.out.push_str(&quoted);
-            }
-            b'S' => self.string_body()?,
-            b'[' => self.container(false, depth)?,
-            b'{' => self.container(true, depth)?,
-            other => return Err(format!("unknown type marker {:?} at byte {}", other as char, self.at - 1)),
-        }
-        Ok(())
-    }
-
-    /// An array or object after its opening marker, in any of UBJSON's three forms: plain
-    /// (ends with `]`/`}`), counted (`#n`), typed and counted (`$t#n`, values without markers).
-    fn container(&mut self, object: bool, depth: usize) -> Result<(), String> {
-        let (mut typed, mut count) = (None, None);
+    /// A container's header after `[` or `{`: (element type if typed, count if counted).
+    fn container_header(&mut self) -> Result<(Option<u8>, Option<usize>)> {
+        let mut typed = None;
         if self.bytes.get(self.at) == Some(&b'$') {
             self.at += 1;
             typed = Some(self.byte()?);
             if self.bytes.get(self.at) != Some(&b'#') {
-                return Err(format!("typed container without a count at byte {}", self.at));
+                return err(format!("typed container without a count at byte {}", self.at));
             }
         }
+        let mut count = None;
         if self.bytes.get(self.at) == Some(&b'#') {
             self.at += 1;
             count = Some(self.length()?);
         }
-        self.out.push(if object { '{' } else { '[' });
-        let mut i = 0usize;
-        loop {
-            match count {
-                Some(n) if i == n => break,
-                None => {
-                    while self.bytes.get(self.at) == Some(&b'N') {
-                        self.at += 1;
+        if typed.is_some_and(|t| fixed_size(t) == Some(0)) {
+            // Valid UBJSON, but a count of markerless nulls costs no input: refused, as
+            // nothing XGBoost writes has it.
+            return err(format!("typed container of {:?} at byte {}", typed.map(char::from), self.at));
+        }
+        Ok((typed, count))
+    }
+
+    fn enter(&mut self) -> Result<()> {
+        self.depth += 1;
+        if self.depth > MAX_DEPTH {
+            return err(format!("nested deeper than {MAX_DEPTH} levels at byte {}", self.at));
+        }
+        Ok(())
+    }
+}
+
+/// Bytes a value of type `marker` takes after its marker, when fixed.
+fn fixed_size(marker: u8) -> Option<usize> {
+    Some(match marker {
+        b'Z' | b'T' | b'F' | b'N' => 0,
+        b'i' | b'U' | b'C' => 1,
+        b'I' => 2,
+        b'l' | b'd' => 4,
+        b'L' | b'D' => 8,
+        _ => return None,
+    })
+}
+
+/// One value whose marker has been read.
+struct Value<'a, 'de> {
+    r: &'a mut Reader<'de>,
+    marker: u8,
+}
+
+impl<'de> de::Deserializer<'de> for Value<'_, 'de> {
+    type Error = Error;
+
+    fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
+        let r = self.r;
+        match self.marker {
+            b'Z' => visitor.visit_unit(),
+            b'T' => visitor.visit_bool(true),
+            b'F' => visitor.visit_bool(false),
+            m @ (b'i' | b'U' | b'I' | b'l' | b'L') => visitor.visit_i64(r.int(m)?),
+            b'd' => visitor.visit_f32(f32::from_be_bytes(r.take()?)),
+            b'D' => visitor.visit_f64(f64::from_be_bytes(r.take()?)),
+            b'H' => {
+                let text = r.str()?;
+                let v: f64 = text.parse().map_err(|_| damage(format!("high-precision number {text:?} at byte {} is not a number", r.at)))?;
+                visitor.visit_f64(v)
+            }
+            b'C' => visitor.visit_char(r.byte()? as char),
+            b'S' => visitor.visit_borrowed_str(r.str()?),
+            b'[' => {
+                r.enter()?;
+                let (typed, count) = r.container_header()?;
+                let v = visitor.visit_seq(Seq { r: &mut *r, typed, count, seen: 0 })?;
+                r.depth -= 1;
+                Ok(v)
+            }
+            b'{' => {
+                r.enter()?;
+                let (typed, count) = r.container_header()?;
+                let v = visitor.visit_map(Map { r: &mut *r, typed, count, seen: 0 })?;
+                r.depth -= 1;
+                Ok(v)
+            }
+            other => err(format!("unknown type marker {:?} at byte {}", other as char, r.at - 1)),
+        }
+    }
+
+    fn deserialize_option<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
+        if self.marker == b'Z' {
+            visitor.visit_none()
+        } else {
+            visitor.visit_some(self)
+        }
+    }
+
+    fn deserialize_newtype_struct<V: Visitor<'de>>(self, name: &'static str, visitor: V) -> Result<V::Value> {
+        if name == F32_ARRAY {
+            self.deserialize_any(visitor)
+        } else {
+            visitor.visit_newtype_struct(self)
+        }
+    }
+
+    /// Skipped values (most of a model: gains, hessians) are stepped over without decoding;
+    /// a typed array of fixed-size numbers in one jump.
+    fn deserialize_ignored_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
+        let r = self.r;
+        match self.marker {
+            b'[' | b'{' => {
+                r.enter()?;
+                let object = self.marker == b'{';
+                let (typed, count) = r.container_header()?;
+                match (typed.and_then(fixed_size), count) {
+                    (Some(size), Some(n)) if !object => {
+                        let bytes = n.checked_mul(size).ok_or_else(|| damage(format!("container too large at byte {}", r.at)))?;
+                        r.slice(bytes)?;
                     }
-                    if *self.bytes.get(self.at).ok_or("truncated container")? == if object { b'}' } else { b']' } {
-                        self.at += 1;
-                        break;
+                    _ => {
+                        if object {
+                            Map { r: &mut *r, typed, count, seen: 0 }.skip_all()?;
+                        } else {
+                            Seq { r: &mut *r, typed, count, seen: 0 }.skip_all()?;
+                        }
                     }
                 }
-                _ => {}
+                r.depth -= 1;
+                visitor.visit_unit()
             }
-            if i > 0 {
-                self.out.push(',');
-            }
-            if object {
-                self.string_body()?;
-                self.out.push(':');
-            }
-            let marker = match typed {
-                Some(t) => t,
-                None => self.byte()?,
-            };
-            self.value(marker, depth + 1)?;
-            i += 1;
+            m => Value { r, marker: m }.deserialize_any(de::IgnoredAny).and_then(|_| visitor.visit_unit()),
         }
-        self.out.push(if object { '}' } else { ']' });
+    }
+
+    serde::forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string
+        bytes byte_buf unit unit_struct seq tuple
+        tuple_struct map struct enum identifier
+    }
+}
+
+struct Seq<'a, 'de> {
+    r: &'a mut Reader<'de>,
+    typed: Option<u8>,
+    count: Option<usize>,
+    seen: usize,
+}
+
+impl<'de> Seq<'_, 'de> {
+    /// The next element's marker, or `None` at the end of the array.
+    fn next_marker(&mut self) -> Result<Option<u8>> {
+        if let Some(n) = self.count {
+            if self.seen == n {
+                return Ok(None);
+            }
+            self.seen += 1;
+            return match self.typed {
+                Some(t) => Ok(Some(t)),
+                None => self.r.marker().map(Some),
+            };
+        }
+        let m = self.r.marker()?;
+        Ok((m != b']').then_some(m))
+    }
+
+    fn skip_all(&mut self) -> Result<()> {
+        while let Some(marker) = self.next_marker()? {
+            Value { r: &mut *self.r, marker }.deserialize_ignored_any(de::IgnoredAny)?;
+        }
         Ok(())
+    }
+}
+
+impl<'de> de::SeqAccess<'de> for Seq<'_, 'de> {
+    type Error = Error;
+
+    fn next_element_seed<T: DeserializeSeed<'de>>(&mut self, seed: T) -> Result<Option<T::Value>> {
+        match self.next_marker()? {
+            Some(marker) => seed.deserialize(Value { r: &mut *self.r, marker }).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    fn size_hint(&self) -> Option<usize> {
+        self.count.map(|n| n - self.seen)
+    }
+}
+
+struct Map<'a, 'de> {
+    r: &'a mut Reader<'de>,
+    typed: Option<u8>,
+    count: Option<usize>,
+    seen: usize,
+}
+
+impl<'de> Map<'_, 'de> {
+    /// The next key, or `None` at the end of the object (keys are strings without a marker).
+    fn next_key(&mut self) -> Result<Option<&'de str>> {
+        match self.count {
+            Some(n) if self.seen == n => return Ok(None),
+            Some(_) => {}
+            None => {
+                while self.r.bytes.get(self.r.at) == Some(&b'N') {
+                    self.r.at += 1;
+                }
+                if self.r.bytes.get(self.r.at) == Some(&b'}') {
+                    self.r.at += 1;
+                    return Ok(None);
+                }
+            }
+        }
+        self.seen += 1;
+        self.r.str().map(Some)
+    }
+
+    fn value_marker(&mut self) -> Result<u8> {
+        match self.typed {
+            Some(t) => Ok(t),
+            None => self.r.marker(),
+        }
+    }
+
+    fn skip_all(&mut self) -> Result<()> {
+        while self.next_key()?.is_some() {
+            let marker = self.value_marker()?;
+            Value { r: &mut *self.r, marker }.deserialize_ignored_any(de::IgnoredAny)?;
+        }
+        Ok(())
+    }
+}
+
+impl<'de> de::MapAccess<'de> for Map<'_, 'de> {
+    type Error = Error;
+
+    fn next_key_seed<K: DeserializeSeed<'de>>(&mut self, seed: K) -> Result<Option<K::Value>> {
+        match self.next_key()? {
+            Some(key) => {
+                seed.deserialize(de::value::BorrowedStrDeserializer::<Error>::new(key)).map(Some)
+            }
+            None => Ok(None),
+        }
+    }
+
+    fn next_value_seed<V: DeserializeSeed<'de>>(&mut self, seed: V) -> Result<V::Value> {
+        let marker = self.value_marker()?;
+        seed.deserialize(Value { r: &mut *self.r, marker })
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use super::to_json;
+    use super::from_slice;
+    use serde_json::{json, Value};
 
     #[test]
     fn every_container_form_and_scalar() {
@@ -195,31 +398,47 @@ mod tests {
         doc.extend_from_slice(b"i\x01b[$i#i\x02\x01\x02");
         doc.extend_from_slice(b"i\x01c[#U\x02TZ");
         doc.push(b'}');
-        assert_eq!(to_json(&doc).unwrap(), r#"{"a":[1,2.5e0,"x"],"b":[1,2],"c":[true,null]}"#);
+        let v: Value = from_slice(&doc).unwrap();
+        assert_eq!(v, json!({"a": [1, 2.5, "x"], "b": [1, 2], "c": [true, null]}));
     }
 
     #[test]
-    fn floats_read_back_exactly() {
+    fn floats_keep_their_bits() {
         for v in [0.1f32, 1e-45, -3.4028235e38, 0.37469396] {
-            let mut doc = vec![b'[', b'd'];
+            let mut doc = b"[$d#i\x01".to_vec();
             doc.extend_from_slice(&v.to_be_bytes());
-            doc.push(b']');
-            let text = to_json(&doc).unwrap();
-            let back: Vec<f32> = serde_json::from_str(&text).unwrap();
-            assert_eq!(back[0].to_bits(), v.to_bits(), "{text}");
+            let back: Vec<f32> = from_slice(&doc).unwrap();
+            assert_eq!(back[0].to_bits(), v.to_bits());
         }
+    }
+
+    #[test]
+    fn skipped_fields_are_stepped_over() {
+        #[derive(serde::Deserialize)]
+        struct Only {
+            b: i64,
+        }
+        // {"a": typed f32 array of 2, "x": {"y": [Z]}, "b": 7}
+        let mut doc = b"{i\x01a[$d#i\x02".to_vec();
+        doc.extend_from_slice(&[0; 8]);
+        doc.extend_from_slice(b"i\x01x{i\x01y[Z]}i\x01bi\x07}");
+        let v: Only = from_slice(&doc).unwrap();
+        assert_eq!(v.b, 7);
     }
 
     #[test]
     fn damaged_documents_are_errors_not_panics() {
-        let good = b"{i\x01a[$d#i\x01\x3f\x80\x00\x00]".to_vec();
+        let good = b"{i\x01a[$d#i\x01\x3f\x80\x00\x00}".to_vec();
+        assert!(from_slice::<Value>(&good).is_ok());
         for cut in 0..good.len() {
-            let _ = to_json(&good[..cut]);
+            assert!(from_slice::<Value>(&good[..cut]).is_err());
+            let _ = from_slice::<serde::de::IgnoredAny>(&good[..cut]);
         }
-        assert!(to_json(b"[$d#L\x7f\xff\xff\xff\xff\xff\xff\xff").is_err());
-        assert!(to_json(b"[d\x7f\xc0\x00\x00]").unwrap_err().contains("non-finite"));
-        assert!(to_json(b"[X]").unwrap_err().contains("unknown type marker"));
+        assert!(from_slice::<Value>(b"[$d#L\x7f\xff\xff\xff\xff\xff\xff\xff").unwrap_err().to_string().contains("exceeds"));
+        assert!(from_slice::<Value>(b"[X]").unwrap_err().to_string().contains("unknown type marker"));
+        assert!(from_slice::<Value>(b"[$Z#L\x00\x00\x00\x00\x7f\xff\xff\xff").is_err());
         let deep = vec![b'['; 100];
-        assert!(to_json(&deep).unwrap_err().contains("deeper"));
+        assert!(from_slice::<Value>(&deep).unwrap_err().to_string().contains("deeper"));
+        assert!(from_slice::<Value>(b"[]x").unwrap_err().to_string().contains("trailing"));
     }
 }

@@ -1,6 +1,6 @@
 //! XGBoost JSON and UBJSON models (`Booster.save_model("m.json")` / `("m.ubj")`, `save_raw()`;
-//! XGBoost 1.6 – 3.x). UBJSON is transcoded to JSON text first (`ubjson`), so both forms go
-//! through one parser and give the same artifact.
+//! XGBoost 1.6 – 3.x). Both forms deserialize into one typed document (UBJSON through
+//! `ubjson`'s serde deserializer), so they give the same artifact.
 //!
 //! Semantics reproduced (XGBoost `src/predictor/predict_fn.h`): `x < split_condition` goes
 //! left; NaN goes to the default child; categorical splits send a category that is in the
@@ -9,6 +9,7 @@
 
 use super::ReadError;
 use crate::ir::{Aggregate, FeatureDef, FeatureKind, Link, ModelIr, Node, SourceFormat, Task, Test, Tree};
+use rayon::prelude::*;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
@@ -80,16 +81,36 @@ struct ObjectiveName {
     name: String,
 }
 
-/// XGBoost 1.x wrote `default_left` as booleans, 2.x and later as 0/1.
-#[derive(Deserialize, Clone, Copy)]
-#[serde(untagged)]
-enum Flag {
-    Bool(bool),
-    Int(i64),
-}
+/// XGBoost 1.x wrote `default_left` as booleans, 2.x and later as 0/1. (A visitor rather than
+/// an untagged enum: that tries `bool` first and builds an error message for every 0/1.)
+#[derive(Clone, Copy)]
+struct Flag(bool);
+
 impl Flag {
     fn set(self) -> bool {
-        matches!(self, Flag::Bool(true) | Flag::Int(1..))
+        self.0
+    }
+}
+
+impl<'de> Deserialize<'de> for Flag {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl serde::de::Visitor<'_> for V {
+            type Value = Flag;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a boolean or an integer")
+            }
+            fn visit_bool<E>(self, v: bool) -> Result<Flag, E> {
+                Ok(Flag(v))
+            }
+            fn visit_i64<E>(self, v: i64) -> Result<Flag, E> {
+                Ok(Flag(v >= 1))
+            }
+            fn visit_u64<E>(self, v: u64) -> Result<Flag, E> {
+                Ok(Flag(v >= 1))
+            }
+        }
+        d.deserialize_any(V)
     }
 }
 
@@ -97,10 +118,8 @@ impl Flag {
 struct TreeJson<'a> {
     left_children: Vec<i64>,
     right_children: Vec<i64>,
-    /// Kept as text: XGBoost writes each f32 in its shortest form, and parsing that text as
-    /// f32 gives exactly the value XGBoost holds (through f64 it could round twice).
     #[serde(borrow)]
-    split_conditions: &'a RawValue,
+    split_conditions: F32s<'a>,
     split_indices: Vec<i64>,
     default_left: Vec<Flag>,
     #[serde(default)]
@@ -118,11 +137,45 @@ struct TreeJson<'a> {
     /// Vector-leaf trees (XGBoost 3.x): `size_leaf_vector` values per leaf; a leaf node's
     /// `right_children` entry is its leaf index.
     #[serde(borrow, default)]
-    leaf_weights: Option<&'a RawValue>,
+    leaf_weights: Option<F32s<'a>>,
     /// Vector-leaf trees (XGBoost 2.x): `size_leaf_vector` values per node, a leaf's own
     /// values among them.
     #[serde(borrow, default)]
-    base_weights: Option<&'a RawValue>,
+    base_weights: Option<F32s<'a>>,
+}
+
+/// An array of XGBoost's f32 values. From JSON it is kept as text, parsed when its tree is
+/// read: XGBoost writes each f32 in its shortest form, and parsing that text as f32 gives
+/// exactly the value XGBoost holds (through f64 it could round twice). From UBJSON it is the
+/// binary f32s themselves (see `ubjson::F32_ARRAY`).
+enum F32s<'a> {
+    Text(&'a RawValue),
+    Values(Vec<f32>),
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for F32s<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V<'a>(std::marker::PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> serde::de::Visitor<'de> for V<'a> {
+            type Value = F32s<'a>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("an array of numbers")
+            }
+            // serde_json: the raw text of the array.
+            fn visit_newtype_struct<D: serde::Deserializer<'de>>(self, d: D) -> Result<F32s<'a>, D::Error> {
+                <&RawValue>::deserialize(d).map(F32s::Text)
+            }
+            // UBJSON: the values.
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<F32s<'a>, A::Error> {
+                let mut out = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(1 << 16));
+                while let Some(v) = seq.next_element::<f32>()? {
+                    out.push(v);
+                }
+                Ok(F32s::Values(out))
+            }
+        }
+        d.deserialize_newtype_struct(super::ubjson::F32_ARRAY, V(std::marker::PhantomData))
+    }
 }
 
 #[derive(Deserialize)]
@@ -135,19 +188,24 @@ fn parse_usize(s: &str, what: &str) -> Result<usize, ReadError> {
     s.trim().parse().map_err(|_| malformed(format!("{what} {s:?} is not an integer")))
 }
 
-fn f32_array(raw: &RawValue, t: usize, what: &str) -> Result<Vec<f32>, ReadError> {
+fn f32_array<'a>(array: &'a F32s, t: usize, what: &str) -> Result<std::borrow::Cow<'a, [f32]>, ReadError> {
+    let raw = match array {
+        F32s::Values(v) => return Ok(std::borrow::Cow::Borrowed(v)),
+        F32s::Text(raw) => raw,
+    };
     let text = raw.get().trim();
     let inner = text
         .strip_prefix('[')
         .and_then(|r| r.strip_suffix(']'))
         .ok_or_else(|| malformed(format!("tree {t}: {what} is not an array")))?;
     if inner.trim().is_empty() {
-        return Ok(Vec::new());
+        return Ok(Vec::new().into());
     }
     inner
         .split(',')
         .map(|v| v.trim().parse::<f32>().map_err(|_| malformed(format!("tree {t}: {what} value {:?} is not a number", v.trim()))))
-        .collect()
+        .collect::<Result<Vec<_>, _>>()
+        .map(Into::into)
 }
 
 /// Whether `bytes` is UBJSON rather than JSON text: an object whose first key is announced by
@@ -208,15 +266,14 @@ fn objective(name: &str) -> Result<Objective, ReadError> {
 }
 
 pub fn read(bytes: &[u8]) -> Result<ModelIr, ReadError> {
-    if is_ubjson(bytes) {
-        let text = super::ubjson::to_json(bytes).map_err(|e| malformed(format!("damaged UBJSON: {e}")))?;
-        return read_json(text.as_bytes());
-    }
-    read_json(bytes)
-}
-
-fn read_json(bytes: &[u8]) -> Result<ModelIr, ReadError> {
-    let doc: Document = serde_json::from_slice(bytes).map_err(|e| malformed(format!("not an XGBoost JSON model: {e}")))?;
+    let doc: Document = if is_ubjson(bytes) {
+        super::ubjson::from_slice(bytes).map_err(|e| match e.schema {
+            true => malformed(format!("not an XGBoost UBJSON model: {e}")),
+            false => malformed(format!("damaged UBJSON: {e}")),
+        })?
+    } else {
+        serde_json::from_slice(bytes).map_err(|e| malformed(format!("not an XGBoost JSON model: {e}")))?
+    };
     let learner = doc.learner;
     let booster = learner.gradient_booster;
     let (model, weights) = match booster.name.as_str() {
@@ -259,23 +316,37 @@ fn read_json(bytes: &[u8]) -> Result<ModelIr, ReadError> {
     let (feature_types, feature_names) = (learner.feature_types, learner.feature_names);
     let mut max_category = vec![None::<u32>; n_features];
 
-    let mut trees = Vec::with_capacity(model.trees.len());
-    for (t, tj) in model.trees.iter().enumerate() {
-        let output = model.tree_info[t];
-        if output < 0 || output as usize >= n_outputs {
-            return Err(malformed(format!("tree {t}: output {output} of {n_outputs}")));
+    // Trees are independent: read on every core; the first error in tree order is reported.
+    let read: Vec<Result<(Tree, Vec<(usize, u32)>), ReadError>> = model
+        .trees
+        .par_iter()
+        .enumerate()
+        .map(|(t, tj)| {
+            let output = model.tree_info[t];
+            if output < 0 || output as usize >= n_outputs {
+                return Err(malformed(format!("tree {t}: output {output} of {n_outputs}")));
+            }
+            let size_leaf = tj.tree_param.as_ref().and_then(|p| p.size_leaf_vector.as_deref()).unwrap_or("1");
+            let size_leaf = parse_usize(size_leaf, "size_leaf_vector")?.max(1);
+            if size_leaf > 1 && size_leaf != n_outputs {
+                return Err(malformed(format!("tree {t}: leaf vectors of {size_leaf} values for {n_outputs} outputs")));
+            }
+            let weight = weights.as_ref().map_or(1.0, |w| w[t]);
+            let (mut nodes, categories) = read_tree(tj, t, n_features, weight)?;
+            if size_leaf > 1 {
+                vector_leaves(tj, t, size_leaf, weight, &mut nodes)?;
+            }
+            Ok((Tree { output: if size_leaf > 1 { 0 } else { output as u32 }, nodes }, categories))
+        })
+        .collect();
+    let mut trees = Vec::with_capacity(read.len());
+    for result in read {
+        let (tree, categories) = result?;
+        for (f, m) in categories {
+            let slot = &mut max_category[f];
+            *slot = Some(slot.map_or(m, |s| s.max(m)));
         }
-        let size_leaf = tj.tree_param.as_ref().and_then(|p| p.size_leaf_vector.as_deref()).unwrap_or("1");
-        let size_leaf = parse_usize(size_leaf, "size_leaf_vector")?.max(1);
-        if size_leaf > 1 && size_leaf != n_outputs {
-            return Err(malformed(format!("tree {t}: leaf vectors of {size_leaf} values for {n_outputs} outputs")));
-        }
-        let weight = weights.as_ref().map_or(1.0, |w| w[t]);
-        let mut nodes = read_tree(tj, t, n_features, weight, &mut max_category)?;
-        if size_leaf > 1 {
-            vector_leaves(tj, t, size_leaf, weight, &mut nodes)?;
-        }
-        trees.push(Tree { output: if size_leaf > 1 { 0 } else { output as u32 }, nodes });
+        trees.push(tree);
     }
 
     let features = (0..n_features)
@@ -310,7 +381,7 @@ fn read_json(bytes: &[u8]) -> Result<ModelIr, ReadError> {
 /// `MultiTargetTree`: leaf `right_children[i]` indexes `leaf_weights` in 3.x; in 2.x the leaf's
 /// values are its own `base_weights`).
 fn vector_leaves(tj: &TreeJson, t: usize, k: usize, weight: f64, nodes: &mut [Node]) -> Result<(), ReadError> {
-    let (values, by_leaf_index) = match (tj.leaf_weights, tj.base_weights) {
+    let (values, by_leaf_index) = match (&tj.leaf_weights, &tj.base_weights) {
         (Some(w), _) => (f32_array(w, t, "leaf_weights")?, true),
         (None, Some(w)) => (f32_array(w, t, "base_weights")?, false),
         (None, None) => return Err(malformed(format!("tree {t}: vector-leaf tree without leaf_weights or base_weights"))),
@@ -326,9 +397,11 @@ fn vector_leaves(tj: &TreeJson, t: usize, k: usize, weight: f64, nodes: &mut [No
     Ok(())
 }
 
-fn read_tree(tj: &TreeJson, t: usize, n_features: usize, weight: f64, max_category: &mut [Option<u32>]) -> Result<Vec<Node>, ReadError> {
+/// One tree's nodes, and the largest category each categorical split tests: (feature, code).
+fn read_tree(tj: &TreeJson, t: usize, n_features: usize, weight: f64) -> Result<(Vec<Node>, Vec<(usize, u32)>), ReadError> {
+    let mut max_category = Vec::new();
     let (left, right, feat) = (&tj.left_children, &tj.right_children, &tj.split_indices);
-    let cond = f32_array(tj.split_conditions, t, "split_conditions")?;
+    let cond = f32_array(&tj.split_conditions, t, "split_conditions")?;
     let default_left: Vec<bool> = tj.default_left.iter().map(|f| f.set()).collect();
     let n = left.len();
     if [right.len(), cond.len(), feat.len(), default_left.len()].iter().any(|&l| l != n) || n == 0 {
@@ -379,8 +452,7 @@ fn read_tree(tj: &TreeJson, t: usize, n_features: usize, weight: f64, max_catego
         let node = if split_type[i] == 1 {
             let set = sets[i].take().ok_or_else(|| malformed(format!("tree {t}: categorical node {i} has no category set")))?;
             if let Some(&m) = set.iter().max() {
-                let slot = &mut max_category[f as usize];
-                *slot = Some(slot.map_or(m, |s| s.max(m)));
+                max_category.push((f as usize, m));
             }
             // In the set goes right: the IR's "yes" is the right child.
             Node::Split {
@@ -398,5 +470,5 @@ fn read_tree(tj: &TreeJson, t: usize, n_features: usize, weight: f64, max_catego
         };
         nodes.push(node);
     }
-    Ok(nodes)
+    Ok((nodes, max_category))
 }

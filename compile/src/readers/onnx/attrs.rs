@@ -78,19 +78,21 @@ impl<'a> Attrs<'a> {
     pub fn string(&self, name: &str) -> Result<Option<String>, ReadError> {
         match self.typed(name, A_STRING)? {
             None => Ok(None),
-            Some(a) => Ok(Some(self.utf8(name, &a.s)?)),
+            Some(a) => Ok(Some(self.utf8(name, &a.s)?.to_string())),
         }
     }
 
-    pub fn strings(&self, name: &str) -> Result<Option<Vec<String>>, ReadError> {
+    /// Borrowed: `nodes_modes` holds one string per node (a quarter of a million in a large
+    /// forest), not worth copying.
+    pub fn strings(&self, name: &str) -> Result<Option<Vec<&'a str>>, ReadError> {
         match self.typed(name, A_STRINGS)? {
             None => Ok(None),
             Some(a) => a.strings.iter().map(|s| self.utf8(name, s)).collect::<Result<Vec<_>, _>>().map(Some),
         }
     }
 
-    fn utf8(&self, name: &str, bytes: &[u8]) -> Result<String, ReadError> {
-        String::from_utf8(bytes.to_vec()).map_err(|_| malformed(format!("{} attribute {name} is not UTF-8", self.op)))
+    fn utf8(&self, name: &str, bytes: &'a [u8]) -> Result<&'a str, ReadError> {
+        std::str::from_utf8(bytes).map_err(|_| malformed(format!("{} attribute {name} is not UTF-8", self.op)))
     }
 
     /// `name` (FLOATS) or `name_as_tensor` (a FLOAT or DOUBLE tensor), widened to f64.

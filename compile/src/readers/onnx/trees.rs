@@ -4,7 +4,8 @@
 use super::malformed;
 use crate::readers::ReadError;
 use crate::ir::Test;
-use std::collections::{HashMap, HashSet};
+use rayon::prelude::*;
+use rustc_hash::FxHashMap;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Mode {
@@ -103,34 +104,29 @@ impl Skeleton {
 /// each run of equal tree ids as the root, whatever the links say (node ids themselves may be in
 /// any order).
 pub(super) fn build(table: &NodeTable, weights: &WeightTable, n_features: Option<usize>) -> Result<Vec<Skeleton>, ReadError> {
-    // (tree id, node id) → row in the table; trees in order of first appearance.
-    let mut index: HashMap<(i64, i64), usize> = HashMap::with_capacity(table.tree_ids.len());
-    let mut trees: Vec<(i64, Vec<usize>)> = Vec::new();
-    let mut tree_pos: HashMap<i64, usize> = HashMap::new();
-    let mut previous: Option<i64> = None;
-    for (row, (&t, &n)) in table.tree_ids.iter().zip(table.node_ids).enumerate() {
-        if index.insert((t, n), row).is_some() {
-            return Err(malformed(format!("tree {t}: node id {n} appears twice")));
-        }
-        // ONNX Runtime starts a new tree whenever the tree id changes.
-        if previous != Some(t) && tree_pos.contains_key(&t) {
-            return Err(malformed(format!("the nodes of tree {t} are not listed together")));
-        }
-        previous = Some(t);
-        let pos = *tree_pos.entry(t).or_insert_with(|| {
-            trees.push((t, Vec::new()));
-            trees.len() - 1
-        });
-        if let Some((_, rows)) = trees.get_mut(pos) {
-            rows.push(row);
+    // Runs of equal tree ids, in order; ONNX Runtime starts a new tree whenever the id changes.
+    let mut runs: Vec<(i64, std::ops::Range<usize>)> = Vec::new();
+    let mut tree_pos: FxHashMap<i64, usize> = FxHashMap::default();
+    for (row, &t) in table.tree_ids.iter().enumerate() {
+        match runs.last_mut() {
+            Some((last, rows)) if *last == t => rows.end = row + 1,
+            _ => {
+                if tree_pos.insert(t, runs.len()).is_some() {
+                    return Err(malformed(format!("the nodes of tree {t} are not listed together")));
+                }
+                runs.push((t, row..row + 1));
+            }
         }
     }
+    // Each tree's node ids, indexed on every core; the first error in tree order is reported.
+    let indexes: Vec<_> = runs.par_iter().map(|(t, rows)| NodeIndex::new(*t, rows.clone(), table.node_ids)).collect();
+    let indexes = indexes.into_iter().collect::<Result<Vec<_>, _>>()?;
 
     // Leaf weights per table row.
     let kind = weights.kind;
-    let mut leaf_weights: HashMap<usize, Vec<(u32, f64)>> = HashMap::new();
+    let mut leaf_weights: Vec<Vec<(u32, f64)>> = vec![Vec::new(); table.tree_ids.len()];
     for (((&t, &n), &id), &w) in weights.tree_ids.iter().zip(weights.node_ids).zip(weights.ids).zip(&weights.values) {
-        let Some(&row) = index.get(&(t, n)) else {
+        let Some(row) = tree_pos.get(&t).and_then(|&pos| indexes[pos].row(n)) else {
             return Err(malformed(format!("{kind} weight for tree {t} node {n}, which does not exist")));
         };
         if table.modes.get(row) != Some(&Mode::Leaf) {
@@ -145,21 +141,70 @@ pub(super) fn build(table: &NodeTable, weights: &WeightTable, n_features: Option
                 )))
             }
         };
-        let list = leaf_weights.entry(row).or_default();
+        let list = &mut leaf_weights[row];
         match list.iter_mut().find(|(c, _)| *c == id) {
             Some((_, sum)) => *sum += w,
             None => list.push((id, w)),
         }
     }
 
-    trees.into_iter().map(|(t, rows)| walk(table, &index, &mut leaf_weights, t, rows, n_features)).collect()
+    let walked: Vec<_> = runs
+        .into_par_iter()
+        .zip(indexes)
+        .map(|((t, rows), index)| walk(table, &index, &leaf_weights, t, rows.collect(), n_features))
+        .collect();
+    walked.into_iter().collect()
+}
+
+/// One tree's node id → table row. Converters number a tree's nodes 0..n: then a table, else
+/// a hash map.
+struct NodeIndex {
+    first_row: usize,
+    dense: Vec<u32>,
+    sparse: FxHashMap<i64, usize>,
+}
+
+impl NodeIndex {
+    fn new(t: i64, rows: std::ops::Range<usize>, node_ids: &[i64]) -> Result<Self, ReadError> {
+        let ids = &node_ids[rows.clone()];
+        let dense_ok = ids.iter().all(|&n| (0..4 * ids.len() as i64 + 16).contains(&n));
+        let mut index = NodeIndex { first_row: rows.start, dense: Vec::new(), sparse: FxHashMap::default() };
+        let twice = |n: i64| malformed(format!("tree {t}: node id {n} appears twice"));
+        if dense_ok {
+            let size = ids.iter().max().map_or(0, |&m| m as usize + 1);
+            index.dense = vec![u32::MAX; size];
+            for (local, &n) in ids.iter().enumerate() {
+                if std::mem::replace(&mut index.dense[n as usize], local as u32) != u32::MAX {
+                    return Err(twice(n));
+                }
+            }
+        } else {
+            index.sparse.reserve(ids.len());
+            for (local, &n) in ids.iter().enumerate() {
+                if index.sparse.insert(n, local).is_some() {
+                    return Err(twice(n));
+                }
+            }
+        }
+        Ok(index)
+    }
+
+    fn row(&self, id: i64) -> Option<usize> {
+        let local = if self.dense.is_empty() {
+            *self.sparse.get(&id)?
+        } else {
+            let l = *self.dense.get(usize::try_from(id).ok()?)?;
+            (l != u32::MAX).then_some(l as usize)?
+        };
+        Some(self.first_row + local)
+    }
 }
 
 /// Walks one tree from its root in pre-order (the true child right after its parent).
 fn walk(
     table: &NodeTable,
-    index: &HashMap<(i64, i64), usize>,
-    leaf_weights: &mut HashMap<usize, Vec<(u32, f64)>>,
+    index: &NodeIndex,
+    leaf_weights: &[Vec<(u32, f64)>],
     t: i64,
     rows_of_tree: Vec<usize>,
     n_features: Option<usize>,
@@ -167,18 +212,22 @@ fn walk(
     let child = |row: usize, id: Option<&i64>, which: &str| -> Result<usize, ReadError> {
         let n = table.node_ids.get(row).copied().unwrap_or_default();
         let id = id.copied().ok_or_else(|| malformed(format!("tree {t} node {n}: no {which} child")))?;
-        index.get(&(t, id)).copied().ok_or_else(|| malformed(format!("tree {t} node {n}: {which} child {id} does not exist")))
+        index.row(id).ok_or_else(|| malformed(format!("tree {t} node {n}: {which} child {id} does not exist")))
     };
 
+    // A tree's rows are consecutive (`build` refuses trees listed apart), and every child
+    // `index` finds is in the same tree: per-tree tables are indexed by row - first.
+    let first = rows_of_tree.first().copied().unwrap_or(0);
+    let local = |row: usize| row - first;
     // The root is the one node that is no branch's child.
-    let mut is_child: HashSet<usize> = HashSet::new();
+    let mut is_child = vec![false; rows_of_tree.len()];
     for &row in &rows_of_tree {
         if table.modes.get(row).is_some_and(|&m| m != Mode::Leaf) {
-            is_child.insert(child(row, table.true_ids.get(row), "true")?);
-            is_child.insert(child(row, table.false_ids.get(row), "false")?);
+            is_child[local(child(row, table.true_ids.get(row), "true")?)] = true;
+            is_child[local(child(row, table.false_ids.get(row), "false")?)] = true;
         }
     }
-    let roots: Vec<usize> = rows_of_tree.iter().copied().filter(|r| !is_child.contains(r)).collect();
+    let roots: Vec<usize> = rows_of_tree.iter().copied().filter(|&r| !is_child[local(r)]).collect();
     let root = match roots[..] {
         [root] => root,
         [] => return Err(malformed(format!("tree {t} has no root: every node is a child of another (cycle)"))),
@@ -199,18 +248,19 @@ fn walk(
 
     // Pre-order: ONNX row → IR index.
     let mut order: Vec<usize> = Vec::with_capacity(rows_of_tree.len());
-    let mut ir_index: HashMap<usize, u32> = HashMap::with_capacity(rows_of_tree.len());
+    let mut ir_index = vec![u32::MAX; rows_of_tree.len()];
     let mut stack = vec![root];
-    let mut seen: HashSet<usize> = HashSet::from([root]);
+    let mut seen = vec![false; rows_of_tree.len()];
+    seen[local(root)] = true;
     while let Some(row) = stack.pop() {
         let idx = u32::try_from(order.len()).map_err(|_| malformed(format!("tree {t} has too many nodes")))?;
-        ir_index.insert(row, idx);
+        ir_index[local(row)] = idx;
         order.push(row);
         if table.modes.get(row).is_some_and(|&m| m != Mode::Leaf) {
             let yes = child(row, table.true_ids.get(row), "true")?;
             let no = child(row, table.false_ids.get(row), "false")?;
             for c in [no, yes] {
-                if !seen.insert(c) {
+                if std::mem::replace(&mut seen[local(c)], true) {
                     let n = table.node_ids.get(row).copied().unwrap_or_default();
                     let cn = table.node_ids.get(c).copied().unwrap_or_default();
                     return Err(malformed(format!("tree {t}: node {cn} is reached twice (cycle or shared subtree, via node {n})")));
@@ -232,7 +282,7 @@ fn walk(
         let n = table.node_ids.get(row).copied().unwrap_or_default();
         let mode = table.modes.get(row).copied().unwrap_or(Mode::Leaf);
         if mode == Mode::Leaf {
-            let mut weights = leaf_weights.remove(&row).unwrap_or_default();
+            let mut weights = leaf_weights[row].clone();
             weights.sort_by_key(|&(c, _)| c);
             nodes.push(SkelNode::Leaf { weights });
             continue;
@@ -262,7 +312,7 @@ fn walk(
         let missing_yes = table.missing_true.get(row).copied().unwrap_or(false) || mode == Mode::Ne;
         let lookup = |id: Option<&i64>, which: &str| -> Result<u32, ReadError> {
             let c = child(row, id, which)?;
-            ir_index.get(&c).copied().ok_or_else(|| malformed(format!("tree {t} node {n}: {which} child not walked")))
+            Some(ir_index[local(c)]).filter(|&i| i != u32::MAX).ok_or_else(|| malformed(format!("tree {t} node {n}: {which} child not walked")))
         };
         let yes = lookup(table.true_ids.get(row), "true")?;
         let no = lookup(table.false_ids.get(row), "false")?;
