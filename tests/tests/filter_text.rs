@@ -394,6 +394,20 @@ fn a_service_504_before_the_timeout_is_not_counted_as_a_timeout() {
     assert_eq!(metric(&vm, "edgescore.text.timeouts"), 0);
 }
 
+/// Envoy arms the call's timer from its loop's cached time: on a busy worker the router's
+/// timeout reply can arrive before `timeout_ms` by the filter's clock. Its body names it.
+#[test]
+fn a_router_timeout_a_little_early_by_our_clock_is_still_a_timeout() {
+    let mut vm = vm("enforce");
+    let s = vm.stream();
+    let call = send_and_call(&mut vm, &s, post("text/plain"), b"hello");
+    vm.host().advance(Duration::from_millis(230));
+    vm.timeout_http_call(call.token).unwrap();
+    assert_eq!(upstream_header(&s, "x-edgescore-text").as_deref(), Some("error=status"));
+    assert_eq!(metric(&vm, "edgescore.text.errors"), 1);
+    assert_eq!(metric(&vm, "edgescore.text.timeouts"), 1);
+}
+
 #[test]
 fn failures_fail_closed_with_fail_open_false() {
     let mut vm = configured(&host(), "enforce", r#","fail_open":false"#);
