@@ -90,7 +90,8 @@ fn value_table(buf: &[u8]) -> Result<(String, catboost_ctr::Table), ReadError> {
         "BinarizedTargetMeanValue" | "FloatTargetMeanValue" => (3, true),
         _ => (usize::try_from(classes).ok().filter(|&c| (1..=1 << 16).contains(&c)).ok_or_else(|| malformed(format!("CTR table with {classes} target classes")))? + 1, false),
     };
-    let mut hash_map = Vec::with_capacity(index.len() / 12 * stride);
+    // Bounded by the bytes present, not by `classes` (a damaged file could claim 65,536).
+    let mut hash_map = Vec::with_capacity(index.len() / 12 + blob.len() / 4);
     for bucket in index.chunks_exact(12) {
         let key = u64::from_le_bytes(bucket[..8].try_into().unwrap_or_default());
         if key == u64::MAX {
