@@ -1,6 +1,6 @@
 //! `edgescore inspect`: what an artifact holds, for humans (text) and tools (JSON).
 
-use edgescore_core::artifact::layout::{ctr_part, flags, node, FEATURE_CATEGORICAL};
+use edgescore_core::artifact::layout::{ctr_part, flags, node, tree_layout, FEATURE_CATEGORICAL};
 use edgescore_core::TreeEnsemble;
 use serde::Serialize;
 
@@ -49,11 +49,16 @@ pub fn report(e: &TreeEnsemble) -> Report {
     let ctrs = e.ctr_features();
     let mut splits = vec![0usize; n_inputs + ctrs.len()];
     let mut leaves = 0;
-    for n in nodes {
-        if n.flags & node::LEAF != 0 {
-            leaves += 1;
-        } else {
-            splits[n.feature as usize] += 1;
+    for t in e.trees() {
+        for n in &nodes[t.root as usize..t.end as usize] {
+            if n.flags & node::LEAF == 0 {
+                splits[n.feature as usize] += 1;
+            } else if t.layout == tree_layout::OBLIVIOUS {
+                // One leaf node stands for the tree's table of 2^depth leaves.
+                leaves += 1usize << t.depth;
+            } else {
+                leaves += 1;
+            }
         }
     }
     let mut depth_histogram = vec![0usize; e.meta().max_depth as usize + 1];

@@ -3,7 +3,9 @@
 //!   comparison and no per-library branches;
 //! - nodes of a tree in breadth-first order with siblings adjacent (the "no" child is
 //!   `left + 1`, one index per node) and children after parents (no cycles by construction);
-//! - trees sorted by depth, so the groups the evaluator walks in lockstep waste few steps.
+//! - trees sorted by depth, so the groups the evaluator walks in lockstep waste few steps;
+//! - oblivious trees (CatBoost's) kept as their levels and a leaf table (`tree_layout`), after
+//!   the node trees, in file order.
 
 use crate::ir::{Aggregate, FeatureKind, Link, ModelIr, Node as IrNode, Test};
 use bytemuck::bytes_of;
@@ -93,6 +95,14 @@ fn normalise(test: &Test, cat_index: &mut dyn FnMut(&[u32], f32) -> u32) -> Resu
     })
 }
 
+/// One tree laid out on its own, before the trees are ordered and merged.
+struct LaidOut {
+    depth: u32,
+    layout: u16,
+    output: u32,
+    s: Sections,
+}
+
 #[derive(Default)]
 struct Sections {
     trees: Vec<TreeSpec>,
@@ -118,14 +128,21 @@ fn lay_out_tree(t: usize, tree: &crate::ir::Tree, n_features: usize, n_inputs: u
     if n == 0 {
         return Err(err("no nodes".into()));
     }
+    if let [IrNode::Oblivious { levels, leaves }] = &tree.nodes[..] {
+        return lay_out_oblivious(t, levels, leaves, n_features, s).map(|depth| (depth, false));
+    }
     let mut seen = vec![false; n];
     let base = s.nodes.len() as u64;
     // Queue of (IR index, output index, depth); output slots are reserved before they are filled.
-    let mut queue = VecDeque::from([(0usize, 0u64, 0u32)]);
+    let mut queue = VecDeque::with_capacity(n);
+    queue.push_back((0usize, 0u64, 0u32));
+    s.nodes.reserve(n);
     s.nodes.push(zeroed_node());
     seen[0] = true;
     let mut depth = 0;
     let vector = tree.nodes.iter().any(|n| matches!(n, IrNode::VectorLeaf { .. }));
+    // LINEAR_LEAVES entries for plain leaves are made only if the model turns out linear.
+    let linear = tree.nodes.iter().any(|n| matches!(n, IrNode::LinearLeaf { .. }));
     while let Some((ir, slot, d)) = queue.pop_front() {
         depth = depth.max(d);
         if d > MAX_DEPTH {
@@ -143,9 +160,12 @@ fn lay_out_tree(t: usize, tree: &crate::ir::Tree, n_features: usize, n_inputs: u
             IrNode::Leaf { value } => {
                 let first = s.leaves.len();
                 s.leaves.push(finite(value)?);
-                s.linear_leaves.push(LinearLeaf { constant: value, term_offset: s.linear_terms.len() as u32, n_terms: 0 });
+                if linear {
+                    s.linear_leaves.push(LinearLeaf { constant: value, term_offset: s.linear_terms.len() as u32, n_terms: 0 });
+                }
                 leaf_node(first)
             }
+            IrNode::Oblivious { .. } => return Err(err(format!("node {ir}: an oblivious tree inside another tree"))),
             IrNode::LinearLeaf { constant, ref terms, fallback } => {
                 let first = s.leaves.len();
                 s.leaves.push(finite(fallback)?);
@@ -166,7 +186,6 @@ fn lay_out_tree(t: usize, tree: &crate::ir::Tree, n_features: usize, n_inputs: u
                 let first = s.leaves.len();
                 for &v in values {
                     s.leaves.push(finite(v)?);
-                    s.linear_leaves.push(LinearLeaf { constant: v, term_offset: s.linear_terms.len() as u32, n_terms: 0 });
                 }
                 s.flags |= flags::HAS_VECTOR_LEAVES;
                 leaf_node(first)
@@ -184,28 +203,7 @@ fn lay_out_tree(t: usize, tree: &crate::ir::Tree, n_features: usize, n_inputs: u
                 if feature as usize >= n_features {
                     return Err(err(format!("node {ir}: splits on feature {feature} of {n_features}")));
                 }
-                let cat_splits = &mut s.cat_splits;
-                let cat_words = &mut s.cat_words;
-                let mut add_set = |cats: &[u32], invalid: f32| {
-                    let n_words = cats.iter().max().map_or(0, |&m| m / 32 + 1);
-                    let word_offset = cat_words.len() as u32;
-                    cat_words.resize(cat_words.len() + n_words as usize, 0);
-                    for &c in cats {
-                        cat_words[(word_offset + c / 32) as usize] |= 1 << (c % 32);
-                    }
-                    cat_splits.push(CatSplit { word_offset, n_words, invalid_at_or_below: invalid, reserved: 0 });
-                    (cat_splits.len() - 1) as u32
-                };
-                let norm = normalise(test, &mut add_set).map_err(|r| err(format!("node {ir}: {r}")))?;
-                s.flags |= match norm.op {
-                    node::OP_LT => 0,
-                    node::OP_IN_SET => flags::HAS_CATEGORICAL,
-                    node::OP_MEMBER => {
-                        s.format_2_tests = true;
-                        flags::HAS_CATEGORICAL
-                    }
-                    _ => flags::HAS_RARE_TESTS,
-                };
+                let norm = s.split_test(test).map_err(|r| err(format!("node {ir}: {r}")))?;
                 let (first, second) = if norm.swap { (no, yes) } else { (yes, no) };
                 let missing_first = missing_yes != norm.swap;
                 let left_slot = s.nodes.len() as u64 - base;
@@ -223,6 +221,74 @@ fn lay_out_tree(t: usize, tree: &crate::ir::Tree, n_features: usize, n_inputs: u
         return Err(err(format!("node {unreached} is not reachable from the root")));
     }
     Ok((depth, vector))
+}
+
+/// Lays out an oblivious tree (`tree_layout::OBLIVIOUS`): its levels as split nodes, then a
+/// leaf node starting its table of leaves; returns its depth. A level whose test the writer
+/// normalised with the children swapped flips its bit of every leaf index, so the table is
+/// permuted here rather than the bit flipped per row.
+fn lay_out_oblivious(t: usize, levels: &[crate::ir::Level], leaves: &[f64], n_features: usize, s: &mut Sections) -> Result<u32, WriteError> {
+    let err = |reason: String| WriteError::Tree { tree: t, reason };
+    let depth = levels.len();
+    if depth > MAX_OBLIVIOUS_DEPTH as usize {
+        return Err(err(format!("an oblivious tree of depth {depth} (at most {MAX_OBLIVIOUS_DEPTH})")));
+    }
+    if leaves.len() != 1 << depth {
+        return Err(err(format!("an oblivious tree of depth {depth} with {} leaves", leaves.len())));
+    }
+    let mut flipped = 0usize;
+    s.nodes.reserve(depth + 1);
+    for (k, level) in levels.iter().enumerate() {
+        if level.feature as usize >= n_features {
+            return Err(err(format!("level {k}: splits on feature {} of {n_features}", level.feature)));
+        }
+        let norm = s.split_test(&level.test).map_err(|r| err(format!("level {k}: {r}")))?;
+        flipped |= usize::from(norm.swap) << k;
+        let missing = if level.missing_yes != norm.swap { node::MISSING_YES } else { 0 };
+        s.nodes.push(Node { payload: norm.payload, feature: level.feature as u16, flags: norm.op | missing, left: 0 });
+    }
+    let first = s.leaves.len();
+    // `left` is the node's own index minus one once rebased (see `layout::Node`).
+    s.nodes.push(Node { payload: first as u32, feature: 0, flags: node::LEAF, left: depth as u32 });
+    s.leaves.reserve(leaves.len());
+    for index in 0..leaves.len() {
+        let v = leaves[index ^ flipped];
+        if !v.is_finite() {
+            return Err(err(format!("leaf {}: value {v} is not finite", index ^ flipped)));
+        }
+        s.leaves.push(v);
+    }
+    Ok(depth as u32)
+}
+
+impl Sections {
+    /// Normalises a split's test, adding its category set if it has one and the flags its
+    /// test kind needs.
+    fn split_test(&mut self, test: &Test) -> Result<Normalised, String> {
+        let cat_splits = &mut self.cat_splits;
+        let cat_words = &mut self.cat_words;
+        let mut add_set = |cats: &[u32], invalid: f32| {
+            let n_words = cats.iter().max().map_or(0, |&m| m / 32 + 1);
+            let word_offset = cat_words.len() as u32;
+            cat_words.resize(cat_words.len() + n_words as usize, 0);
+            for &c in cats {
+                cat_words[(word_offset + c / 32) as usize] |= 1 << (c % 32);
+            }
+            cat_splits.push(CatSplit { word_offset, n_words, invalid_at_or_below: invalid, reserved: 0 });
+            (cat_splits.len() - 1) as u32
+        };
+        let norm = normalise(test, &mut add_set)?;
+        self.flags |= match norm.op {
+            node::OP_LT => 0,
+            node::OP_IN_SET => flags::HAS_CATEGORICAL,
+            node::OP_MEMBER => {
+                self.format_2_tests = true;
+                flags::HAS_CATEGORICAL
+            }
+            _ => flags::HAS_RARE_TESTS,
+        };
+        Ok(norm)
+    }
 }
 
 /// A node with every field zero, filled in by the caller.
@@ -247,7 +313,7 @@ pub fn write(model: &ModelIr) -> Result<Vec<u8>, WriteError> {
     let split_features = n_inputs + model.ctrs.len();
     // Lay out each tree on its own, then order trees by depth (deepest first).
     // Trees are laid out independently, on every core; the first error in tree order wins.
-    let laid: Vec<Result<(u32, u32, Sections), WriteError>> = model
+    let laid: Vec<Result<LaidOut, WriteError>> = model
         .trees
         .par_iter()
         .enumerate()
@@ -257,20 +323,42 @@ pub fn write(model: &ModelIr) -> Result<Vec<u8>, WriteError> {
             }
             let mut s = Sections::default();
             let (depth, vector) = lay_out_tree(t, tree, split_features, n_inputs, n_outputs, &mut s)?;
-            Ok((depth, if vector { VECTOR_OUTPUT } else { tree.output }, s))
+            let layout = if matches!(tree.nodes[..], [IrNode::Oblivious { .. }]) { tree_layout::OBLIVIOUS } else { tree_layout::NODES };
+            Ok(LaidOut { depth, layout, output: if vector { VECTOR_OUTPUT } else { tree.output }, s })
         })
         .collect();
     let mut laid = laid.into_iter().collect::<Result<Vec<_>, _>>()?;
-    laid.sort_by_key(|(depth, _, _)| std::cmp::Reverse(*depth));
+    // Node trees deepest first; oblivious trees after them, in file order (see
+    // `tree_layout`).
+    laid.sort_by_key(|l| (l.layout, if l.layout == tree_layout::NODES { u32::MAX - l.depth } else { 0 }));
+    let linear = laid.iter().any(|l| l.s.flags & flags::HAS_LINEAR_LEAVES != 0);
     let mut all = Sections::default();
-    all.nodes.reserve(laid.iter().map(|l| l.2.nodes.len()).sum());
-    all.leaves.reserve(laid.iter().map(|l| l.2.leaves.len()).sum());
-    all.linear_leaves.reserve(laid.iter().map(|l| l.2.linear_leaves.len()).sum());
+    all.nodes.reserve(laid.iter().map(|l| l.s.nodes.len()).sum());
+    all.leaves.reserve(laid.iter().map(|l| l.s.leaves.len()).sum());
+    if linear {
+        all.linear_leaves.reserve(all.leaves.capacity());
+    }
     all.trees.reserve(laid.len());
-    for (depth, output, s) in laid {
+    for LaidOut { depth, layout, output, s } in laid {
         let (node_base, leaf_base) = (all.nodes.len() as u32, all.leaves.len() as u32);
         let (split_base, word_base) = (all.cat_splits.len() as u32, all.cat_words.len() as u32);
+        if linear && s.linear_leaves.len() != s.leaves.len() {
+            // A tree of plain leaves in a linear model: each leaf is its constant.
+            if layout == tree_layout::OBLIVIOUS {
+                return Err(WriteError::Model("oblivious trees and linear leaves in one model".into()));
+            }
+            let at = all.linear_terms.len() as u32;
+            all.linear_leaves.extend(s.leaves.iter().map(|&v| LinearLeaf { constant: v, term_offset: at, n_terms: 0 }));
+        }
         for mut n in s.nodes {
+            if layout == tree_layout::OBLIVIOUS && n.flags & node::LEAF == 0 {
+                // Levels have no children: `left` stays 0.
+                if matches!(n.flags & node::OP_MASK, node::OP_IN_SET | node::OP_MEMBER) {
+                    n.payload += split_base;
+                }
+                all.nodes.push(n);
+                continue;
+            }
             n.left += node_base;
             if n.flags & node::LEAF != 0 {
                 n.payload = node::LEAF_NAN | (n.payload + leaf_base);
@@ -291,10 +379,16 @@ pub fn write(model: &ModelIr) -> Result<Vec<u8>, WriteError> {
         all.leaves.extend(s.leaves);
         all.flags |= s.flags;
         all.format_2_tests |= s.format_2_tests;
-        all.trees.push(TreeSpec { root: node_base, end: all.nodes.len() as u32, output, depth });
+        all.trees.push(TreeSpec { root: node_base, end: all.nodes.len() as u32, output, depth: depth as u16, layout });
+        if layout == tree_layout::OBLIVIOUS {
+            all.flags |= flags::HAS_OBLIVIOUS;
+        }
     }
     if all.flags & flags::RICH_LEAVES == flags::RICH_LEAVES {
         return Err(WriteError::Model("vector leaves and linear leaves in one model".into()));
+    }
+    if all.flags & flags::HAS_OBLIVIOUS != 0 && all.flags & flags::RICH_LEAVES != 0 {
+        return Err(WriteError::Model("oblivious trees and vector or linear leaves in one model".into()));
     }
     if all.nodes.len() > u32::MAX as usize / 2 {
         return Err(WriteError::Model("too many nodes".into()));
@@ -332,7 +426,7 @@ pub fn write(model: &ModelIr) -> Result<Vec<u8>, WriteError> {
         n_leaves: all.leaves.len() as u32,
         n_cat_splits: all.cat_splits.len() as u32,
         n_cat_words: all.cat_words.len() as u32,
-        max_depth: all.trees.iter().map(|t| t.depth).max().unwrap_or(0),
+        max_depth: all.trees.iter().map(|t| t.depth as u32).max().unwrap_or(0),
     };
     let strings = strings_section(model);
     let features: Vec<FeatureSpec> = model
@@ -367,7 +461,13 @@ pub fn write(model: &ModelIr) -> Result<Vec<u8>, WriteError> {
         bytemuck::cast_slice(&ctr.values),
     ];
     // The lowest format that holds the model (see `layout::FORMAT_VERSION`).
-    let version = if all.flags & flags::FORMAT_2 != 0 || all.format_2_tests || link > link::EXP { FORMAT_VERSION } else { OLDEST_FORMAT_VERSION };
+    let version = if all.flags & flags::FORMAT_3 != 0 {
+        3
+    } else if all.flags & flags::FORMAT_2 != 0 || all.format_2_tests || link > link::EXP {
+        2
+    } else {
+        OLDEST_FORMAT_VERSION
+    };
     Ok(assemble(all.flags, version, &sections[..section_count(version)]))
 }
 
@@ -381,6 +481,12 @@ struct CtrSections {
 
 fn ctr_sections(model: &ModelIr) -> Result<CtrSections, WriteError> {
     let mut s = CtrSections::default();
+    // A model's tables can hold millions of keys: grow each section once.
+    let n_keys = model.ctrs.iter().map(|c| c.table.len()).sum();
+    s.keys.reserve_exact(n_keys);
+    s.values.reserve_exact(n_keys);
+    s.parts.reserve_exact(model.ctrs.iter().map(|c| c.parts.len()).sum());
+    s.features.reserve_exact(model.ctrs.len());
     for (i, c) in model.ctrs.iter().enumerate() {
         let err = |reason: &str| WriteError::Model(format!("CTR feature {i}: {reason}"));
         if c.parts.is_empty() {

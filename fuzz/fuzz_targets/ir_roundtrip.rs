@@ -16,9 +16,13 @@ use libfuzzer_sys::fuzz_target;
 /// Per feature, values on and next to the IR's split points (as f32, the way rows arrive).
 fn interesting(ir: &ModelIr) -> Vec<Vec<f32>> {
     let mut per = vec![Vec::new(); ir.features.len()];
-    for t in &ir.trees {
-        for n in &t.nodes {
-            let Node::Split { feature, test, .. } = n else { continue };
+    let splits = ir.trees.iter().flat_map(|t| &t.nodes).flat_map(|n| match n {
+        Node::Split { feature, test, .. } => vec![(feature, test)],
+        Node::Oblivious { levels, .. } => levels.iter().map(|l| (&l.feature, &l.test)).collect(),
+        _ => Vec::new(),
+    });
+    {
+        for (feature, test) in splits {
             let Some(list) = per.get_mut(*feature as usize) else { continue };
             if list.len() > 96 {
                 continue;

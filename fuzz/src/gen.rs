@@ -170,7 +170,31 @@ fn permute(u: &mut Unstructured, nodes: Vec<Node>) -> Result<Vec<Node>> {
         .collect())
 }
 
+/// An oblivious tree (CatBoost's shape): `depth` levels and 2^depth leaves; now and then, with
+/// `allow_bad`, too deep or with the wrong number of leaves.
+fn oblivious(u: &mut Unstructured, n_features: u32, cfg: Cfg) -> Result<Node> {
+    let depth = if cfg.allow_bad && rare(u, 32)? { u.int_in_range(0u32..=24)? } else { u.int_in_range(0u32..=8)? };
+    let mut levels = Vec::with_capacity(depth as usize);
+    for _ in 0..depth {
+        let feature = if cfg.allow_bad && rare(u, 64)? { n_features } else { u.int_in_range(0..=n_features - 1)? };
+        levels.push(Level { feature, test: test(u, cfg)?, missing_yes: u.arbitrary()? });
+    }
+    let mut n_leaves = 1usize << depth.min(12);
+    if cfg.allow_bad && rare(u, 32)? {
+        n_leaves = n_leaves.saturating_sub(1);
+    }
+    let mut leaves = Vec::with_capacity(n_leaves);
+    for _ in 0..n_leaves {
+        leaves.push(leaf_value(u, cfg)?);
+    }
+    Ok(Node::Oblivious { levels: levels.into(), leaves: leaves.into() })
+}
+
 pub fn tree(u: &mut Unstructured, n_features: u32, n_outputs: u32, cfg: Cfg) -> Result<Tree> {
+    if rare(u, 5)? {
+        let output = if cfg.allow_bad && rare(u, 64)? { n_outputs } else { u.int_in_range(0..=n_outputs - 1)? };
+        return Ok(Tree { output, nodes: vec![oblivious(u, n_features, cfg)?] });
+    }
     let mut nodes = if rare(u, 40)? {
         let depth = u.int_in_range(250u32..=258)?;
         chain(u, n_features, cfg, depth)?

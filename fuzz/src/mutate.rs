@@ -333,21 +333,39 @@ fn fix_flags(b: &mut [u8], l: &Layout) {
             _ => flags::HAS_RARE_TESTS,
         };
     }
-    // Keep the leaf-kind and CTR flags: they describe sections, not node tests.
-    let kept = get_u32(b, 12).unwrap_or(0) & flags::FORMAT_2;
+    // Keep the leaf-kind, CTR and tree-layout flags: they describe sections, not node tests.
+    let kept = get_u32(b, 12).unwrap_or(0) & (flags::FORMAT_2 | flags::FORMAT_3);
     put_u32(b, 12, used | kept);
 }
 
-/// Leaf payloads renumbered 0.. in node order, leaves stepping to themselves.
+/// Leaf payloads renumbered 0.. in node order, leaves stepping to themselves; an oblivious
+/// tree's leaf node counts for its 2^depth leaves.
 fn fix_leaves(b: &mut [u8], l: &Layout) {
     let mut next = 0u32;
+    let mut tree = 0usize;
     for i in 0..l.count(5) {
+        // The tree that owns node i, if the TREES section still says so.
+        let mut spec: Option<TreeSpec> = None;
+        while tree < l.count(4) {
+            let at = l.entries[4].offset as usize + tree * ELEM[4];
+            let Some(raw) = b.get(at..at + ELEM[4]) else { break };
+            let s: TreeSpec = pod_read_unaligned(raw);
+            if (s.end as usize) <= i {
+                tree += 1;
+                continue;
+            }
+            spec = Some(s);
+            break;
+        }
         let at = l.entries[5].offset as usize + i * ELEM[5];
         let Some(ff) = get_u16(b, at + N_FLAGS) else { return };
         if ff & node::LEAF != 0 {
             put_u32(b, at, node::LEAF_NAN | (next & node::LEAF_INDEX_MASK));
             put_u32(b, at + N_LEFT, (i as u32).wrapping_sub(1));
-            next += 1;
+            next += match spec {
+                Some(s) if s.layout == tree_layout::OBLIVIOUS => 1u32.checked_shl(s.depth as u32).unwrap_or(1),
+                _ => 1,
+            };
         }
     }
 }
@@ -366,6 +384,11 @@ fn fix_depth(b: &mut [u8], l: &Layout) {
         let Some(raw) = b.get(at..at + ELEM[4]) else { return };
         let spec: TreeSpec = pod_read_unaligned(raw);
         let (root, end) = (spec.root as usize, (spec.end as usize).min(n_nodes));
+        if spec.layout == tree_layout::OBLIVIOUS {
+            // An oblivious tree's depth is its number of levels, not a path length.
+            max_depth = max_depth.max(spec.depth as u32);
+            continue;
+        }
         if root >= end || end - root > 1 << 16 {
             continue;
         }
@@ -384,7 +407,7 @@ fn fix_depth(b: &mut [u8], l: &Layout) {
                 depth[left + 1 - root] = d + 1;
             }
         }
-        put_u32(b, at + 12, tree_depth);
+        put_u16(b, at + 12, tree_depth as u16);
         max_depth = max_depth.max(tree_depth);
     }
     put_u32(b, l.entries[0].offset as usize + 60, max_depth);

@@ -177,13 +177,21 @@ impl Art {
         let m = &self.meta;
         let mut budget = 1usize << 18;
         let mut max_depth = 0;
+        // Whether an oblivious tree has been seen (node trees must all come before).
+        let mut oblivious_seen = false;
         for (t, spec) in self.trees.iter().enumerate() {
             let vector = spec.output == VECTOR_OUTPUT;
             assert!(spec.output < m.n_outputs || (vector && self.header.flags & flags::HAS_VECTOR_LEAVES != 0), "ORACLE: tree {t} output {} >= {}", spec.output, m.n_outputs);
             let width = if vector { m.n_outputs as usize } else { 1 };
             assert!(spec.root < spec.end && spec.end as usize <= self.nodes.len(), "ORACLE: tree {t} node range {}..{} (n_nodes {})", spec.root, spec.end, self.nodes.len());
-            assert!(spec.depth <= MAX_DEPTH, "ORACLE: tree {t} depth {}", spec.depth);
-            max_depth = max_depth.max(spec.depth);
+            assert!(spec.depth as u32 <= MAX_DEPTH, "ORACLE: tree {t} depth {}", spec.depth);
+            max_depth = max_depth.max(spec.depth as u32);
+            if spec.layout == tree_layout::OBLIVIOUS {
+                self.check_oblivious(t, spec, &mut oblivious_seen);
+                continue;
+            }
+            assert!(spec.layout == tree_layout::NODES, "ORACLE: tree {t} unknown layout {} accepted", spec.layout);
+            assert!(!oblivious_seen, "ORACLE: node tree {t} after an oblivious tree accepted");
             // Depth-first over (node, steps taken); each node has one parent in a valid tree,
             // so this visits each node once; the budget only guards a buggy DAG.
             let mut stack = vec![(spec.root, 0u32)];
@@ -216,7 +224,7 @@ impl Art {
                     continue;
                 }
                 assert!(!f32::from_bits(n.payload).is_nan() || matches!(ff & OP_MASK, OP_IN_SET | OP_MEMBER), "ORACLE: internal node {at} with NaN threshold would act as a leaf");
-                assert!(steps < spec.depth, "ORACLE: tree {t}: node {at} is internal after {steps} steps but the declared depth is {}", spec.depth);
+                assert!(steps < spec.depth as u32, "ORACLE: tree {t}: node {at} is internal after {steps} steps but the declared depth is {}", spec.depth);
                 assert!(n_feature(&n) < self.split_features(), "ORACLE: node {at} feature {} >= {}", n_feature(&n), self.split_features());
                 match ff & OP_MASK {
                     OP_LT => {}
@@ -249,6 +257,37 @@ impl Art {
         for p in &self.ctr_parts {
             assert!(p.feature < m.n_features && p.kind <= ctr_part::ONE_HOT, "ORACLE: CTR part {p:?} accepted");
         }
+    }
+
+    /// An oblivious tree: `depth` levels the evaluator tests without following `left`, then
+    /// one leaf node starting 2^depth leaves, all inside the tree's range and the file.
+    fn check_oblivious(&self, t: usize, spec: &TreeSpec, seen: &mut bool) {
+        *seen = true;
+        assert!(self.header.format_version >= 3 && self.header.flags & flags::HAS_OBLIVIOUS != 0, "ORACLE: oblivious tree {t} in format {} / flags {:#x}", self.header.format_version, self.header.flags);
+        assert!(spec.output < self.meta.n_outputs, "ORACLE: oblivious tree {t} output {}", spec.output);
+        assert!(self.header.flags & flags::RICH_LEAVES == 0, "ORACLE: oblivious tree {t} in a model with rich leaves");
+        let depth = spec.depth as usize;
+        assert!(depth as u32 <= MAX_OBLIVIOUS_DEPTH, "ORACLE: oblivious tree {t} depth {depth}");
+        assert_eq!(spec.end as usize, spec.root as usize + depth + 1, "ORACLE: oblivious tree {t} node range");
+        assert!(spec.end as usize <= self.nodes.len(), "ORACLE: oblivious tree {t} past NODES");
+        for at in spec.root as usize..spec.root as usize + depth {
+            let n = self.nodes[at];
+            let ff = n_flags(&n);
+            assert!(ff & LEAF == 0, "ORACLE: oblivious tree {t} level {at} is a leaf");
+            assert!(n_feature(&n) < self.split_features(), "ORACLE: oblivious level {at} feature {}", n_feature(&n));
+            match ff & OP_MASK {
+                OP_LT | OP_EQ | OP_NE | OP_LT_ZERO_MISSING => assert!(!f32::from_bits(n.payload).is_nan(), "ORACLE: oblivious level {at} NaN threshold"),
+                OP_IN_SET | OP_MEMBER => {
+                    let c = self.cat_splits.get(n.payload as usize).unwrap_or_else(|| panic!("ORACLE: oblivious level {at} cat split {} out of range", n.payload));
+                    assert!(c.word_offset as u64 + c.n_words as u64 <= self.cat_words.len() as u64, "ORACLE: cat split bitset past CAT_WORDS");
+                }
+                op => panic!("ORACLE: oblivious level {at} unknown op {op:#x} accepted"),
+            }
+        }
+        let leaf = self.nodes[spec.end as usize - 1];
+        assert!(n_flags(&leaf) & LEAF != 0, "ORACLE: oblivious tree {t} does not end in a leaf node");
+        let first = (leaf.payload & node::LEAF_INDEX_MASK) as usize;
+        assert!(first + (1 << depth) <= self.leaves.len(), "ORACLE: oblivious tree {t} leaves {first}+2^{depth} past {}", self.leaves.len());
     }
 
     fn test(&self, n: &Node, v: f32) -> bool {
@@ -293,6 +332,19 @@ impl Art {
         let mut acc = vec![0f64; n];
         let mut mag = vec![0f64; n];
         for spec in &self.trees {
+            if spec.layout == tree_layout::OBLIVIOUS {
+                let root = spec.root as usize;
+                let depth = spec.depth as usize;
+                let mut index = 0;
+                for k in 0..depth {
+                    let nd = &self.nodes[root + k];
+                    index |= usize::from(self.test(nd, x[n_feature(nd) as usize])) << k;
+                }
+                let v = self.leaves[(self.nodes[root + depth].payload & node::LEAF_INDEX_MASK) as usize + index];
+                acc[spec.output as usize] += v;
+                mag[spec.output as usize] += v.abs();
+                continue;
+            }
             let mut at = spec.root as usize;
             for step in 0.. {
                 assert!(step <= self.nodes.len(), "ORACLE: walk does not end");

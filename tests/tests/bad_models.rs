@@ -255,3 +255,81 @@ fn writer_refuses_a_split_on_an_undeclared_feature() {
     let err = write(&model).expect_err("refused").to_string();
     assert!(err.contains("splits on feature 1 of 1"), "{err}");
 }
+
+/// A format-3 model: one node tree, then two oblivious trees (one with a categorical level).
+fn oblivious_model() -> Vec<u8> {
+    let leaf = |value| ir::Node::Leaf { value };
+    let node_tree = Tree { output: 0, nodes: vec![ir::Node::Split { feature: 0, test: Test::Lt(0.5), missing_yes: true, yes: 1, no: 2 }, leaf(1.0), leaf(2.0)] };
+    let level = |feature, test| ir::Level { feature, test, missing_yes: false };
+    let oblivious = |levels: Vec<ir::Level>| {
+        let leaves = (0..1 << levels.len()).map(|i| i as f64).collect();
+        Tree { output: 0, nodes: vec![ir::Node::Oblivious { levels: levels.into(), leaves }] }
+    };
+    let features = vec![
+        FeatureDef { name: "a".into(), kind: FeatureKind::Numeric },
+        FeatureDef { name: "b".into(), kind: FeatureKind::Categorical { buckets: 64 } },
+    ];
+    let trees = vec![
+        oblivious(vec![level(0, Test::Gt(1.5)), level(1, Test::InSet { categories: vec![2, 5], invalid_at_or_below: -1.0 })]),
+        node_tree,
+        oblivious(vec![level(1, Test::Gt(3.0))]),
+    ];
+    write(&ModelIr::binary_logistic("obl", features, trees)).expect("oblivious model writes")
+}
+
+/// Applies `f` to TREES entry `t` of the oblivious model and re-seals the checksum.
+fn with_tree(t: usize, f: impl Fn(&mut TreeSpec)) -> Vec<u8> {
+    let mut b = oblivious_model();
+    let (off, _) = section(&b, SectionKind::Trees);
+    let at = off + t * std::mem::size_of::<TreeSpec>();
+    let mut spec: TreeSpec = bytemuck::pod_read_unaligned(&b[at..at + 16]);
+    f(&mut spec);
+    b[at..at + 16].copy_from_slice(bytemuck::bytes_of(&spec));
+    reseal(&mut b);
+    b
+}
+
+#[test]
+fn oblivious_trees_score_and_come_last() {
+    let b = oblivious_model();
+    assert_eq!(u32::from_le_bytes(b[8..12].try_into().unwrap()), 3, "oblivious trees need format 3");
+    let m = Model::load(&b).unwrap();
+    let e = m.ensemble();
+    let layouts: Vec<u16> = e.trees().iter().map(|t| t.layout).collect();
+    assert_eq!(layouts, [tree_layout::NODES, tree_layout::OBLIVIOUS, tree_layout::OBLIVIOUS]);
+    let mut out = [0f64];
+    // a = 2 > 1.5 (bit 0), b = 5 in {2, 5} (bit 1) → leaf 3; node tree: 2 ≥ 0.5 → 2.0; b = 5 > 3 → 1.
+    e.margins(&[2.0, 5.0], &mut out).unwrap();
+    assert_eq!(out[0], 3.0 + 2.0 + 1.0);
+    // NaN: every level's bit 0 (missing_yes false), the node tree's missing goes yes.
+    e.margins(&[f32::NAN, f32::NAN], &mut out).unwrap();
+    assert_eq!(out[0], 0.0 + 1.0 + 0.0);
+}
+
+#[test]
+fn oblivious_layout_damage() {
+    let tree_err = |reason| ArtifactError::Tree { tree: 2, reason };
+    assert_eq!(refuse(&with_tree(2, |t| t.layout = 7)), tree_err("unknown tree layout"));
+    assert_eq!(refuse(&with_tree(2, |t| t.layout = tree_layout::NODES)), tree_err("a node tree after an oblivious tree"));
+    assert_eq!(refuse(&with_tree(0, |t| t.layout = tree_layout::OBLIVIOUS)), ArtifactError::Tree { tree: 0, reason: "oblivious tree's node range is not its levels and one leaf node" });
+    assert_eq!(refuse(&with_tree(1, |t| t.depth = 1)), ArtifactError::Tree { tree: 1, reason: "oblivious tree's node range is not its levels and one leaf node" });
+    assert_eq!(refuse(&with_tree(1, |t| t.depth = 21)), ArtifactError::Tree { tree: 1, reason: "oblivious tree too deep" });
+    assert_eq!(refuse(&with_tree(1, |t| t.output = VECTOR_OUTPUT)), ArtifactError::Tree { tree: 1, reason: "an oblivious tree with vector leaves" });
+    // A format-3 file relabelled as format 2: its layout flag is unknown there.
+    let mut b = oblivious_model();
+    b[8..12].copy_from_slice(&2u32.to_le_bytes());
+    reseal(&mut b);
+    assert_eq!(refuse(&b), ArtifactError::UnknownFlags(flags::HAS_OBLIVIOUS));
+    // A level that points somewhere, and a leaf table that starts out of sequence.
+    let mut b = oblivious_model();
+    let (off, _) = section(&b, SectionKind::Nodes);
+    let level = off + 3 * std::mem::size_of::<Node>();
+    b[level + 8..level + 12].copy_from_slice(&4u32.to_le_bytes());
+    reseal(&mut b);
+    assert!(matches!(refuse(&b), ArtifactError::Node { tree: 1, node: 3, reason: "an oblivious level is not a split node with left = 0" }));
+    let mut b = oblivious_model();
+    let leaf = off + 5 * std::mem::size_of::<Node>();
+    b[leaf..leaf + 4].copy_from_slice(&(node::LEAF_NAN | 3).to_le_bytes());
+    reseal(&mut b);
+    assert!(matches!(refuse(&b), ArtifactError::Node { tree: 1, node: 5, reason: "leaf index out of sequence (leaf count mismatch)" }));
+}

@@ -21,14 +21,14 @@
 //!   set, like any category unseen in training). A split value no code in that range hashes to
 //!   (e.g. a string category such as "red", or "-1") is refused.
 //!
-//! Each oblivious tree of depth d becomes, per output, a full binary IR tree with 2^d leaves:
-//! level k tests split k, `yes` = bit 1 (`Test::Gt(border)` / the one-hot set).
+//! Each oblivious tree becomes, per output, an IR `Node::Oblivious`: level k tests split k, the
+//! test holding = bit 1 (`Test::Gt(border)` / the one-hot set), leaf k is CatBoost's leaf k.
 
 use super::catboost_cbm;
 use super::catboost_ctr::{self, CtrJson};
 use super::ReadError;
 use edgescore_core::ensemble::ctr::code_hash as category_hash;
-use crate::ir::{Aggregate, FeatureDef, FeatureKind, Link, ModelIr, Node, SourceFormat, Task, Test, Tree};
+use crate::ir::{Aggregate, FeatureDef, FeatureKind, Level, Link, ModelIr, Node, SourceFormat, Task, Test, Tree};
 use rayon::prelude::*;
 use serde::Deserialize;
 use serde_json::Value;
@@ -117,7 +117,8 @@ pub(super) struct ObliviousTree {
 
 #[derive(Deserialize, Clone)]
 pub(super) struct Split {
-    pub(super) split_type: String,
+    /// Borrowed when the `.cbm` reader makes it (one per split of every tree: no allocation).
+    pub(super) split_type: std::borrow::Cow<'static, str>,
     #[serde(default)]
     pub(super) float_feature_index: Option<u32>,
     #[serde(default)]
@@ -308,7 +309,7 @@ pub fn read(bytes: &[u8]) -> Result<ModelIr, ReadError> {
         .to_string();
     let (task, link) = loss_semantics(&loss, dimension)?;
 
-    // Trees are expanded on every core; the first error in tree order is reported. One-hot
+    // Trees are read on every core; the first error in tree order is reported. One-hot
     // splits report (feature, buckets) for the feature table, merged after.
     let expanded: Vec<Result<(Vec<Tree>, Vec<(usize, u32)>), ReadError>> = oblivious
         .par_iter()
@@ -321,7 +322,7 @@ pub fn read(bytes: &[u8]) -> Result<ModelIr, ReadError> {
             }
             let mut levels = Vec::with_capacity(depth);
             for (k, split) in tree.splits.iter().enumerate() {
-                match split.split_type.as_str() {
+                match &*split.split_type {
                     "FloatFeature" => {}
                     "OnlineCtr" => {
                         let at = split.split_index.ok_or_else(|| malformed(format!("tree {t}: CTR split {k} has no split_index")))?;
@@ -334,7 +335,7 @@ pub fn read(bytes: &[u8]) -> Result<ModelIr, ReadError> {
                             return Err(malformed(format!("tree {t}: CTR split {k}: border {:?} is not CTR {c}'s border {border}", split.border)));
                         }
                         // CTR values are never NaN.
-                        levels.push((n_inputs + c as u32, Test::Gt(border as f64), false));
+                        levels.push(Level { feature: n_inputs + c as u32, test: Test::Gt(border as f64), missing_yes: false });
                         continue;
                     }
                     "OneHotFeature" => {
@@ -356,7 +357,7 @@ pub fn read(bytes: &[u8]) -> Result<ModelIr, ReadError> {
                         let categories = categories.clone();
                         // Codes come out ascending.
                         buckets_seen.push((flat as usize, categories.last().map_or(1, |&m| m + 1)));
-                        levels.push((flat, Test::InSet { categories, invalid_at_or_below: -1.0 }, false));
+                        levels.push(Level { feature: flat, test: Test::InSet { categories, invalid_at_or_below: -1.0 }, missing_yes: false });
                         continue;
                     }
                     other => return Err(unsupported(format!("CatBoost split type `{other}`"), Some(t))),
@@ -374,7 +375,7 @@ pub fn read(bytes: &[u8]) -> Result<ModelIr, ReadError> {
                 }
                 // CatBoost keeps borders as f32.
                 let border = border as f32 as f64;
-                levels.push((fs.flat, Test::Gt(border), fs.nan_yes));
+                levels.push(Level { feature: fs.flat, test: Test::Gt(border), missing_yes: fs.nan_yes });
             }
             let n_leaves = 1usize << depth;
             if tree.leaf_values.len() != n_leaves * dimension {
@@ -386,7 +387,15 @@ pub fn read(bytes: &[u8]) -> Result<ModelIr, ReadError> {
             if let Some(v) = tree.leaf_values.iter().find(|v| !v.is_finite()) {
                 return Err(malformed(format!("tree {t}: leaf value {v} is not finite")));
             }
-            let trees = (0..dimension).map(|o| expand(&levels, |leaf| tree.leaf_values[leaf * dimension + o] * scale, o as u32)).collect();
+            let trees = (0..dimension)
+                .map(|o| Tree {
+                    output: o as u32,
+                    nodes: vec![Node::Oblivious {
+                        levels: levels.clone().into(),
+                        leaves: (0..n_leaves).map(|leaf| tree.leaf_values[leaf * dimension + o] * scale).collect(),
+                    }],
+                })
+                .collect();
             Ok((trees, buckets_seen))
         })
         .collect();
@@ -442,33 +451,6 @@ fn codes_with_hashes(mut wanted: Vec<u32>) -> HashMap<u32, Vec<u32>> {
     out
 }
 
-/// A full binary tree over `levels` (level k tests split k), nodes in breadth-first order:
-/// node `(k, p)` is at `2^k - 1 + p`, its `yes` (bit 1) child is `(k + 1, 2p + 1)`, its `no`
-/// child `(k + 1, 2p)`. The leaf reached with bits b_0..b_{d-1} is CatBoost's leaf
-/// Σ b_j << j.
-fn expand(levels: &[(u32, Test, bool)], leaf_value: impl Fn(usize) -> f64, output: u32) -> Tree {
-    let depth = levels.len();
-    let mut nodes = Vec::with_capacity((2usize << depth) - 1);
-    for (k, (feature, test, nan_yes)) in levels.iter().enumerate() {
-        let next_level = (2usize << k) - 1;
-        for p in 0..1usize << k {
-            nodes.push(Node::Split {
-                feature: *feature,
-                test: test.clone(),
-                missing_yes: *nan_yes,
-                yes: (next_level + 2 * p + 1) as u32,
-                no: (next_level + 2 * p) as u32,
-            });
-        }
-    }
-    for p in 0..1usize << depth {
-        // p's most significant bit is level 0's bit.
-        let leaf = (0..depth).fold(0usize, |acc, j| acc | ((p >> (depth - 1 - j)) & 1) << j);
-        nodes.push(Node::Leaf { value: leaf_value(leaf) });
-    }
-    Tree { output, nodes }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -491,16 +473,16 @@ mod tests {
         ir
     }
 
+    /// Every level of every (oblivious) tree.
+    fn levels(ir: &ModelIr) -> impl Iterator<Item = &Level> {
+        ir.trees.iter().flat_map(|t| &t.nodes).flat_map(|n| match n {
+            Node::Oblivious { levels, .. } => &levels[..],
+            _ => panic!("CatBoost trees are read as oblivious trees"),
+        })
+    }
+
     fn nan_directions(ir: &ModelIr) -> Vec<(u32, bool)> {
-        let mut v: Vec<(u32, bool)> = ir
-            .trees
-            .iter()
-            .flat_map(|t| &t.nodes)
-            .filter_map(|n| match n {
-                Node::Split { feature, missing_yes, .. } => Some((*feature, *missing_yes)),
-                _ => None,
-            })
-            .collect();
+        let mut v: Vec<(u32, bool)> = levels(ir).map(|l| (l.feature, l.missing_yes)).collect();
         v.sort();
         v.dedup();
         v
@@ -516,7 +498,7 @@ mod tests {
         assert_eq!(names, ["alpha", "beta", "gamma", "delta"]);
         assert!(nan_directions(&ir).iter().all(|&(_, yes)| !yes));
         assert_eq!(ir.trees.len(), 15);
-        assert_eq!(ir.trees[0].nodes.len(), 31);
+        assert!(matches!(&ir.trees[0].nodes[..], [Node::Oblivious { levels, leaves }] if leaves.len() == 1 << levels.len()));
     }
 
     #[test]
@@ -545,12 +527,9 @@ mod tests {
         let ir = check_against_library("onehot");
         let names: Vec<&str> = ir.features.iter().map(|f| f.name.as_str()).collect();
         assert_eq!(names, ["x", "code", "z"]);
-        let sets: Vec<&Vec<u32>> = ir
-            .trees
-            .iter()
-            .flat_map(|t| &t.nodes)
-            .filter_map(|n| match n {
-                Node::Split { feature: 1, test: Test::InSet { categories, invalid_at_or_below }, missing_yes, .. } => {
+        let sets: Vec<&Vec<u32>> = levels(&ir)
+            .filter_map(|l| match l {
+                Level { feature: 1, test: Test::InSet { categories, invalid_at_or_below }, missing_yes } => {
                     assert_eq!(*invalid_at_or_below, -1.0);
                     assert!(!missing_yes);
                     Some(categories)
@@ -651,13 +630,21 @@ mod tests {
     }
 
     #[test]
-    fn expansion_bit_order() {
-        // Two splits: leaf index = bit0 + 2 * bit1 where bit_j = x_j > 0.
-        let levels = vec![(0, Test::Gt(0.0), false), (1, Test::Gt(0.0), true)];
-        let tree = expand(&levels, |leaf| leaf as f64, 0);
-        assert_eq!(tree.nodes.len(), 7);
-        for (row, want) in [([-1.0, -1.0], 0.0), ([1.0, -1.0], 1.0), ([-1.0, 1.0], 2.0), ([1.0, 1.0], 3.0), ([1.0, f32::NAN], 3.0)] {
+    fn oblivious_bit_order() {
+        // Two levels: leaf index = bit0 + 2 * bit1 where bit_j = x_j > 0 (NaN: level 1 only).
+        // Gt is normalised with the children swapped, so the compiled table is permuted: the
+        // artifact must still give CatBoost's leaf for every row.
+        let level = |feature, missing_yes| Level { feature, test: Test::Gt(0.0), missing_yes };
+        let tree = Tree { output: 0, nodes: vec![Node::Oblivious { levels: [level(0, false), level(1, true)].into(), leaves: [0.0, 1.0, 2.0, 3.0].into() }] };
+        let numeric = |name: &str| FeatureDef { name: name.into(), kind: FeatureKind::Numeric };
+        let mut ir = ModelIr::binary_logistic("bits", vec![numeric("a"), numeric("b")], vec![tree.clone()]);
+        ir.link = Link::Identity;
+        let model = edgescore_core::Model::load(&crate::write::write(&ir).unwrap()).unwrap();
+        for (row, want) in [([-1.0, -1.0], 0.0), ([1.0, -1.0], 1.0), ([-1.0, 1.0], 2.0), ([1.0, 1.0], 3.0), ([1.0, f32::NAN], 3.0), ([f32::NAN, f32::NAN], 2.0)] {
             assert_eq!(tree.leaf_value(&row), want, "{row:?}");
+            let mut out = [0f64];
+            model.ensemble().margins(&row, &mut out).unwrap();
+            assert_eq!(out[0], want, "{row:?}");
         }
     }
 

@@ -17,7 +17,8 @@ use super::catboost::{CatFeature, FeaturesInfo, FloatFeature, Model, ObliviousTr
 use super::catboost_ctr::{self, Cell, CtrJson, Element};
 use super::flatbuf::{self, f32s, i32s, Table};
 use super::ReadError;
-use serde_json::{json, Map, Value};
+use rayon::prelude::*;
+use serde_json::{Map, Value};
 use std::collections::HashMap;
 
 const FORMAT: &str = "catboost";
@@ -46,29 +47,34 @@ const CTR_TYPES: [&str; 6] = ["Borders", "Buckets", "BinarizedTargetMeanValue", 
 const NAN_TREATMENT: [&str; 3] = ["AsIs", "AsFalse", "AsTrue"];
 
 /// A `TModelCtrBase`: (projection elements, type, identifier). The identifier only has to
-/// match between a CTR feature and its table; it is CatBoost's JSON export's, for messages.
+/// match between a CTR feature and its table; it is the one CatBoost's JSON export writes (the
+/// keys in serde_json's sorted order), for messages — written directly, not through a
+/// `serde_json::Value`, as a model can hold thousands of CTRs.
 fn ctr_base(t: &Table) -> Result<(Vec<Element>, String, String), ReadError> {
+    use std::fmt::Write;
     let combination = t.table(0).map_err(fb)?.ok_or_else(|| malformed("CTR without a feature combination"))?;
     let mut elements = Vec::new();
     let mut described = Vec::new();
     for c in i32s(&combination.words(0, 1).map_err(fb)?) {
-        described.push(json!({"cat_feature_index": c, "combination_element": "cat_feature_value"}));
+        described.push(format!(r#"{{"cat_feature_index":{c},"combination_element":"cat_feature_value"}}"#));
         elements.push(Element { combination_element: "cat_feature_value".into(), cat_feature_index: u32::try_from(c).ok(), float_feature_index: None, border: None, value: None });
     }
     for s in combination.words(1, 2).map_err(fb)?.chunks(2) {
         let (index, border) = (i32::from_le_bytes(s[0]), f32::from_le_bytes(s[1]));
-        described.push(json!({"border": border as f64, "combination_element": "float_feature", "float_feature_index": index}));
+        let number = serde_json::to_string(&(border as f64)).unwrap_or_default();
+        described.push(format!(r#"{{"border":{number},"combination_element":"float_feature","float_feature_index":{index}}}"#));
         elements.push(Element { combination_element: "float_feature".into(), cat_feature_index: None, float_feature_index: u32::try_from(index).ok(), border: Some(border as f64), value: None });
     }
     for s in combination.words(2, 2).map_err(fb)?.chunks(2) {
         let (index, value) = (i32::from_le_bytes(s[0]), i32::from_le_bytes(s[1]));
-        described.push(json!({"cat_feature_index": index, "combination_element": "cat_feature_exact_value", "value": value}));
+        described.push(format!(r#"{{"cat_feature_index":{index},"combination_element":"cat_feature_exact_value","value":{value}}}"#));
         elements.push(Element { combination_element: "cat_feature_exact_value".into(), cat_feature_index: u32::try_from(index).ok(), float_feature_index: None, border: None, value: Some(value as i64) });
     }
     let kind = t.u8(1, 0).map_err(fb)? as usize;
     let kind = CTR_TYPES.get(kind).ok_or_else(|| malformed(format!("unknown CTR type {kind}")))?.to_string();
     let classifier = t.i32(2, 0).map_err(fb)?;
-    let identifier = json!({"identifier": described, "type": kind, "target_classifier": classifier}).to_string();
+    let mut identifier = String::with_capacity(64 + described.iter().map(String::len).sum::<usize>());
+    let _ = write!(identifier, r#"{{"identifier":[{}],"target_classifier":{classifier},"type":"{kind}"}}"#, described.join(","));
     Ok((elements, kind, identifier))
 }
 
@@ -129,7 +135,7 @@ pub(super) fn to_model(bytes: &[u8]) -> Result<Model, ReadError> {
     }
     let dimension = trees.i32(0, 1).map_err(fb)?.max(1);
     let mut binary: Vec<Split> = Vec::new();
-    let split = |split_type: &str| Split { split_type: split_type.into(), float_feature_index: None, border: None, cat_feature_index: None, value: None, split_index: None };
+    let split = |split_type: &'static str| Split { split_type: split_type.into(), float_feature_index: None, border: None, cat_feature_index: None, value: None, split_index: None };
     let mut float_features = Vec::new();
     for f in trees.tables(5).map_err(fb)? {
         let index = f.i32(1, -1).map_err(fb)?;
@@ -216,7 +222,7 @@ pub(super) fn to_model(bytes: &[u8]) -> Result<Model, ReadError> {
         bias = vec![trees.f64(15, 0.0).map_err(fb)?; dimension as usize];
     }
 
-    let mut ctr_data = HashMap::new();
+    let mut tables = Vec::new();
     for part in &parts {
         if part != "static_provider_v1" {
             return Err(ReadError::unsupported(FORMAT, format!("model part {part:?} in a .cbm file"), None));
@@ -226,11 +232,13 @@ pub(super) fn to_model(bytes: &[u8]) -> Result<Model, ReadError> {
         at += 4;
         for _ in 0..count {
             let (table, next) = chunk(bytes, at, "CTR table")?;
-            let (id, entry) = value_table(table)?;
-            ctr_data.insert(id, entry);
+            tables.push(table);
             at = next;
         }
     }
+    // Tables are decoded on every core; the first error in file order is reported.
+    let decoded: Vec<Result<(String, catboost_ctr::Table), ReadError>> = tables.par_iter().map(|t| value_table(t)).collect();
+    let ctr_data = decoded.into_iter().collect::<Result<HashMap<_, _>, _>>()?;
     Ok(Model {
         features_info: FeaturesInfo { float_features, categorical_features, text_features: Vec::new(), embedding_features: Vec::new(), ctrs },
         model_info: Some(Value::Object(model_info)),

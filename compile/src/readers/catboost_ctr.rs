@@ -18,6 +18,7 @@
 
 use super::ReadError;
 use crate::ir::{ctr_part, CtrDef, CtrPart};
+use rayon::prelude::*;
 use serde::Deserialize;
 use std::collections::HashMap;
 
@@ -154,7 +155,7 @@ pub(super) struct Inputs<'a> {
     /// CatBoost categorical feature index → flat input index.
     pub cat_flat: &'a HashMap<u32, u32>,
     /// CatBoost float feature index → (flat input index, NaN counts as above every border).
-    pub float_flat: &'a dyn Fn(u32) -> Option<(u32, bool)>,
+    pub float_flat: &'a (dyn Fn(u32) -> Option<(u32, bool)> + Sync),
 }
 
 /// A CTR feature and the borders its splits use, in `features_info.ctrs` order.
@@ -163,8 +164,11 @@ pub(super) struct Ctr {
     pub borders: Vec<f32>,
 }
 
+/// CTRs are read on every core (a model's tables can hold millions of entries); the first
+/// error in `ctrs` order is reported.
 pub(super) fn read(ctrs: &[CtrJson], data: &HashMap<String, Table>, inputs: &Inputs) -> Result<Vec<Ctr>, ReadError> {
-    ctrs.iter().enumerate().map(|(i, c)| read_one(i, c, data, inputs)).collect()
+    let read: Vec<Result<Ctr, ReadError>> = ctrs.par_iter().enumerate().map(|(i, c)| read_one(i, c, data, inputs)).collect();
+    read.into_iter().collect()
 }
 
 fn read_one(i: usize, c: &CtrJson, data: &HashMap<String, Table>, inputs: &Inputs) -> Result<Ctr, ReadError> {

@@ -15,7 +15,11 @@ pub const MAGIC: [u8; 8] = *b"ESMODEL\0";
 /// sections. The writer emits the lowest version that holds the model, so a model without the
 /// new leaf kinds still loads in filters built before them (a rolling upgrade of a fleet fed by
 /// one registry).
-pub const FORMAT_VERSION: u32 = 2;
+///
+/// Version 3 adds oblivious trees (`TreeSpec::layout == tree_layout::OBLIVIOUS`, header flag
+/// `HAS_OBLIVIOUS`): CatBoost's trees, stored as their levels and a leaf table instead of
+/// expanded into 2^d − 1 split nodes.
+pub const FORMAT_VERSION: u32 = 3;
 /// The oldest format version this build reads.
 pub const OLDEST_FORMAT_VERSION: u32 = 1;
 /// Every section starts at a multiple of this many bytes.
@@ -26,6 +30,8 @@ pub const MAX_FEATURES: u32 = 1 << 16;
 pub const MAX_LEAVES: u32 = 1 << 22;
 /// Deepest tree the evaluator accepts (LightGBM's and XGBoost's practical limits are far below).
 pub const MAX_DEPTH: u32 = 256;
+/// Deepest oblivious tree (its leaf table has 2^depth entries; CatBoost's limit is 16).
+pub const MAX_OBLIVIOUS_DEPTH: u32 = 20;
 
 /// Header flags: which node tests the model uses, so the evaluator can run the
 /// narrowest loop that covers them.
@@ -45,7 +51,19 @@ pub mod flags {
     pub const HAS_CTRS: u32 = 1 << 4;
     /// What only format 2 may declare.
     pub const FORMAT_2: u32 = RICH_LEAVES | HAS_CTRS;
-    pub const ALL: u32 = HAS_CATEGORICAL | HAS_RARE_TESTS | FORMAT_2;
+    /// Some trees are oblivious (`tree_layout::OBLIVIOUS`). Format 3.
+    pub const HAS_OBLIVIOUS: u32 = 1 << 5;
+    /// What only format 3 may declare.
+    pub const FORMAT_3: u32 = HAS_OBLIVIOUS;
+    pub const ALL: u32 = HAS_CATEGORICAL | HAS_RARE_TESTS | FORMAT_2 | FORMAT_3;
+    /// The flags a file of format `version` may declare.
+    pub fn known(version: u32) -> u32 {
+        match version {
+            0 | 1 => ALL & !FORMAT_2 & !FORMAT_3,
+            2 => ALL & !FORMAT_3,
+            _ => ALL,
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, Pod, Zeroable)]
@@ -112,7 +130,7 @@ pub const SECTION_KINDS: [SectionKind; 15] = [
     SectionKind::CtrKeys,
     SectionKind::CtrValues,
 ];
-/// Sections in a file of format `version` (1 or 2).
+/// Sections in a file of format `version` (1, 2 or 3).
 pub fn section_count(version: u32) -> usize {
     if version >= 2 {
         SECTION_KINDS.len()
@@ -205,7 +223,22 @@ pub struct TreeSpec {
     /// `multi_output_tree`).
     pub output: u32,
     /// Number of splits on the longest root-to-leaf path (0 for a lone leaf).
-    pub depth: u32,
+    pub depth: u16,
+    /// [`tree_layout`]: how the tree's nodes are arranged (formats 1 and 2: always `NODES`;
+    /// the two bytes were the high half of a u32 depth, always zero).
+    pub layout: u16,
+}
+
+/// `TreeSpec::layout`. Every `NODES` tree comes first in TREES, then the `OBLIVIOUS` ones, so the evaluator runs each kind in its own loop.
+pub mod tree_layout {
+    /// Nodes linked by `left`, walked from the root (see [`super::Node`]).
+    pub const NODES: u16 = 0;
+    /// An oblivious tree of depth d (format 3): nodes `root..root + d` are its levels, split
+    /// nodes whose `left` is 0; level k's test (NaN: `MISSING_YES`) gives bit k of the index
+    /// into its leaf table; node `root + d` is a leaf node whose payload indexes the first of
+    /// the 2^d LEAVES values of that table. Each level's test is independent of the others, so
+    /// the d tests of a tree run without a dependent chain of loads.
+    pub const OBLIVIOUS: u16 = 1;
 }
 
 /// `TreeSpec::output` of a vector-leaf tree.

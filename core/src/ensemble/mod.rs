@@ -36,6 +36,8 @@ pub struct TreeEnsemble<'a> {
     pub(crate) meta: Meta,
     pub(crate) flags: u32,
     pub(crate) checksum: u64,
+    /// Trees `..n_walked` are walked node by node, the rest are oblivious.
+    pub(crate) n_walked: usize,
     pub(crate) len: usize,
     pub(crate) strings: &'a [u8],
     pub(crate) features: &'a [FeatureSpec],
@@ -205,7 +207,7 @@ impl<'a> TreeEnsemble<'a> {
             // kind chosen per tree) keeps the common loops below free of leaf branches.
             return if nan { self.walk::<true, true, true, true>(x, acc) } else { self.walk::<true, true, false, true>(x, acc) };
         }
-        match (self.flags, nan) {
+        match (self.flags & (flags::HAS_CATEGORICAL | flags::HAS_RARE_TESTS), nan) {
             (0, false) => self.walk::<false, false, false, false>(x, acc),
             (0, true) => self.walk::<false, false, true, false>(x, acc),
             (flags::HAS_CATEGORICAL, false) => self.walk::<true, false, false, false>(x, acc),
@@ -248,7 +250,9 @@ impl<'a> TreeEnsemble<'a> {
     }
 
     fn walk<const CAT: bool, const RARE: bool, const NAN: bool, const RICH: bool>(&self, x: &[f32], acc: &mut [f64]) {
-        let mut groups = self.trees.chunks_exact(LANES);
+        // SAFETY: validation checks n_walked <= trees.len().
+        let (walked, oblivious) = unsafe { (self.trees.get_unchecked(..self.n_walked), self.trees.get_unchecked(self.n_walked..)) };
+        let mut groups = walked.chunks_exact(LANES);
         for group in &mut groups {
             let mut at = [0u32; LANES];
             let mut steps = 0;
@@ -271,6 +275,10 @@ impl<'a> TreeEnsemble<'a> {
                 at = self.step::<CAT, RARE, NAN>(at, x);
             }
             self.add_leaf::<RICH>(tree.output, at, x, acc);
+        }
+        for tree in oblivious {
+            // Validation refuses vector and linear leaves in models with oblivious trees.
+            acc[tree.output as usize] += self.oblivious_leaf::<CAT, RARE, NAN>(tree, x);
         }
     }
 
@@ -328,9 +336,35 @@ impl<'a> TreeEnsemble<'a> {
     #[inline(always)]
     fn step<const CAT: bool, const RARE: bool, const NAN: bool>(&self, at: u32, x: &[f32]) -> u32 {
         // SAFETY: `at` is a node index of a validated tree (roots and children are checked to
-        // lie inside their tree); the feature index is < n_features <= x.len() (checked in
-        // `with_outputs`).
+        // lie inside their tree).
         let n = unsafe { *self.nodes.get_unchecked(at as usize) };
+        n.left.wrapping_add((!self.holds::<CAT, RARE, NAN>(n, x)) as u32)
+    }
+
+    /// The value of the leaf an oblivious tree sends `x` to: its levels' tests are the bits of
+    /// the leaf's index (see `layout::tree_layout::OBLIVIOUS`), computed without a dependent
+    /// load between them.
+    #[inline(always)]
+    fn oblivious_leaf<const CAT: bool, const RARE: bool, const NAN: bool>(&self, tree: &TreeSpec, x: &[f32]) -> f64 {
+        let (root, depth) = (tree.root as usize, tree.depth as usize);
+        let mut index = 0usize;
+        for k in 0..depth {
+            // SAFETY: validation checks an oblivious tree owns nodes root..=root + depth, split
+            // nodes then a leaf node whose payload starts 2^depth LEAVES values.
+            let n = unsafe { *self.nodes.get_unchecked(root + k) };
+            index |= (self.holds::<CAT, RARE, NAN>(n, x) as usize) << k;
+        }
+        unsafe {
+            let first = (self.nodes.get_unchecked(root + depth).payload & node::LEAF_INDEX_MASK) as usize;
+            *self.leaves.get_unchecked(first + index)
+        }
+    }
+
+    /// Whether node `n`'s test sends `x` to its yes side (NaN: its `MISSING_YES`).
+    #[inline(always)]
+    fn holds<const CAT: bool, const RARE: bool, const NAN: bool>(&self, n: Node, x: &[f32]) -> bool {
+        // SAFETY: the feature index is < the row's length, validated against n_features (and
+        // the CTR features after them), and the row's length checked in `with_outputs`.
         let v = unsafe { *x.get_unchecked(n.feature as usize) };
         let op = n.flags & node::OP_MASK;
         let yes = if (CAT || RARE) && op != node::OP_LT {
@@ -339,8 +373,11 @@ impl<'a> TreeEnsemble<'a> {
             v < f32::from_bits(n.payload)
         };
         // A leaf's MISSING_YES is clear, so a NaN feature keeps it in place too.
-        let yes = if NAN && v.is_nan() { n.flags & node::MISSING_YES != 0 } else { yes };
-        n.left.wrapping_add((!yes) as u32)
+        if NAN && v.is_nan() {
+            n.flags & node::MISSING_YES != 0
+        } else {
+            yes
+        }
     }
 
     #[cold]

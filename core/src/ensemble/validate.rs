@@ -24,6 +24,8 @@ pub(crate) struct Parts {
     meta: Meta,
     flags: u32,
     checksum: u64,
+    /// Trees `..n_walked` are `NODES` trees, the rest `OBLIVIOUS`.
+    n_walked: usize,
     ranges: [core::ops::Range<usize>; 15],
 }
 
@@ -55,6 +57,7 @@ fn view<'a>(bytes: &'a [u8], p: &Parts) -> TreeEnsemble<'a> {
         meta: p.meta,
         flags: p.flags,
         checksum: p.checksum,
+        n_walked: p.n_walked,
         len: bytes.len(),
         strings: r(1),
         features: bytemuck::cast_slice(r(2)),
@@ -119,7 +122,7 @@ fn validate(bytes: &[u8]) -> Result<Parts, E> {
         if !(bytes.as_ptr() as usize).is_multiple_of(8) {
             return Err(E::Misaligned);
         }
-        let known = if header.format_version >= 2 { flags::ALL } else { flags::ALL & !flags::FORMAT_2 };
+        let known = flags::known(header.format_version);
         if header.flags & !known != 0 {
             return Err(E::UnknownFlags(header.flags & !known));
         }
@@ -189,17 +192,21 @@ fn validate(bytes: &[u8]) -> Result<Parts, E> {
                 return Err(E::CatSplit { split: i, reason: "NaN lower bound" });
             }
         }
-        let used = check_trees(&meta, header.format_version, split_features, trees, nodes)?
+        let (used, n_walked) = check_trees(&meta, header.format_version, split_features, trees, nodes)?;
+        let used = used
             | if linear { flags::HAS_LINEAR_LEAVES } else { 0 }
             | if ctrs { flags::HAS_CTRS } else { 0 };
         if used & flags::RICH_LEAVES == flags::RICH_LEAVES {
             return Err(E::Meta("vector leaves and linear leaves in one model"));
         }
+        if used & flags::HAS_OBLIVIOUS != 0 && used & flags::RICH_LEAVES != 0 {
+            return Err(E::Meta("oblivious trees with vector or linear leaves"));
+        }
         if used != header.flags {
             return Err(E::FlagsMismatch { declared: header.flags, used });
         }
         let _ = strings;
-        Ok(Parts { meta, flags: header.flags, checksum: header.checksum, ranges: entries.map(|e| e.offset as usize..(e.offset + e.len) as usize) })
+        Ok(Parts { meta, flags: header.flags, checksum: header.checksum, n_walked, ranges: entries.map(|e| e.offset as usize..(e.offset + e.len) as usize) })
     }
 }
 
@@ -380,8 +387,10 @@ fn check_ctrs(meta: &Meta, declared: bool, ctrs: &[CtrFeature], parts: &[CtrPart
 
 /// Checks every tree and node; returns the header flags the node tests and tree kinds require.
 /// Splits may test `split_features` features: the inputs, then the CTR features.
-fn check_trees(meta: &Meta, version: u32, split_features: u32, trees: &[TreeSpec], nodes: &[Node]) -> Result<u32, E> {
+/// Returns the flags the trees use and how many `NODES` trees come before the oblivious ones.
+fn check_trees(meta: &Meta, version: u32, split_features: u32, trees: &[TreeSpec], nodes: &[Node]) -> Result<(u32, usize), E> {
     let mut used = 0u32;
+    let mut n_walked = 0usize;
     let mut next_root = 0u32;
     let mut next_leaf = 0u64;
     let mut max_depth = 0u32;
@@ -404,8 +413,22 @@ fn check_trees(meta: &Meta, version: u32, split_features: u32, trees: &[TreeSpec
         } else {
             return Err(tree_err("output index out of range"));
         };
-        if spec.depth > MAX_DEPTH {
+        if spec.depth as u32 > MAX_DEPTH {
             return Err(tree_err("too deep"));
+        }
+        match spec.layout {
+            tree_layout::NODES if n_walked == t => n_walked += 1,
+            tree_layout::NODES => return Err(tree_err("a node tree after an oblivious tree")),
+            tree_layout::OBLIVIOUS if version >= 3 => {
+                if spec.output == VECTOR_OUTPUT {
+                    return Err(tree_err("an oblivious tree with vector leaves"));
+                }
+                used |= flags::HAS_OBLIVIOUS | check_oblivious(t, meta, version, split_features, spec, nodes, &mut next_leaf)?;
+                next_root = spec.end;
+                max_depth = max_depth.max(spec.depth as u32);
+                continue;
+            }
+            _ => return Err(tree_err("unknown tree layout")),
         }
         next_root = spec.end;
         let n = (spec.end - spec.root) as usize;
@@ -441,9 +464,7 @@ fn check_trees(meta: &Meta, version: u32, split_features: u32, trees: &[TreeSpec
             if nd.flags & node::RESERVED != 0 {
                 return Err(node_err("reserved flag bits set"));
             }
-            if nd.feature as u32 >= split_features {
-                return Err(node_err("feature index out of range"));
-            }
+            used |= check_test(&nd, meta, version, split_features).map_err(node_err)?;
             let left = nd.left as u64;
             if left <= i as u64 {
                 return Err(node_err("child index not greater than the node's (cycle)"));
@@ -451,30 +472,13 @@ fn check_trees(meta: &Meta, version: u32, split_features: u32, trees: &[TreeSpec
             if left + 1 >= spec.end as u64 {
                 return Err(node_err("child index out of range"));
             }
-            match nd.flags & node::OP_MASK {
-                node::OP_LT => {}
-                node::OP_IN_SET | node::OP_MEMBER => {
-                    if nd.flags & node::OP_MASK == node::OP_MEMBER && version < 2 {
-                        return Err(node_err("unknown test"));
-                    }
-                    used |= flags::HAS_CATEGORICAL;
-                    if nd.payload >= meta.n_cat_splits {
-                        return Err(node_err("categorical split index out of range"));
-                    }
-                }
-                node::OP_EQ | node::OP_NE | node::OP_LT_ZERO_MISSING => used |= flags::HAS_RARE_TESTS,
-                _ => return Err(node_err("unknown test")),
-            }
-            if !matches!(nd.flags & node::OP_MASK, node::OP_IN_SET | node::OP_MEMBER) && f32::from_bits(nd.payload).is_nan() {
-                return Err(node_err("NaN threshold"));
-            }
             let l = left as usize - spec.root as usize;
             for c in [l, l + 1] {
                 parents[c] = parents[c].saturating_add(1);
                 depth[c] = depth[local] + 1;
             }
         }
-        if tree_depth != spec.depth {
+        if tree_depth != spec.depth as u32 {
             return Err(tree_err("declared depth does not match the tree"));
         }
         max_depth = max_depth.max(tree_depth);
@@ -488,5 +492,62 @@ fn check_trees(meta: &Meta, version: u32, split_features: u32, trees: &[TreeSpec
     if max_depth != meta.max_depth {
         return Err(E::Meta("max depth does not match the trees"));
     }
+    Ok((used, n_walked))
+}
+
+/// A split node's feature and test, in either layout; returns the flag its test needs.
+fn check_test(nd: &Node, meta: &Meta, version: u32, split_features: u32) -> Result<u32, &'static str> {
+    if nd.feature as u32 >= split_features {
+        return Err("feature index out of range");
+    }
+    let used = match nd.flags & node::OP_MASK {
+        node::OP_LT => 0,
+        node::OP_IN_SET | node::OP_MEMBER => {
+            if nd.flags & node::OP_MASK == node::OP_MEMBER && version < 2 {
+                return Err("unknown test");
+            }
+            if nd.payload >= meta.n_cat_splits {
+                return Err("categorical split index out of range");
+            }
+            return Ok(flags::HAS_CATEGORICAL);
+        }
+        node::OP_EQ | node::OP_NE | node::OP_LT_ZERO_MISSING => flags::HAS_RARE_TESTS,
+        _ => return Err("unknown test"),
+    };
+    if f32::from_bits(nd.payload).is_nan() {
+        return Err("NaN threshold");
+    }
+    Ok(used)
+}
+
+/// An oblivious tree (`tree_layout::OBLIVIOUS`): `depth` split nodes, then one leaf node whose
+/// payload starts a table of 2^depth LEAVES values. Returns the test flags its levels use.
+fn check_oblivious(t: usize, meta: &Meta, version: u32, split_features: u32, spec: &TreeSpec, nodes: &[Node], next_leaf: &mut u64) -> Result<u32, E> {
+    let tree_err = |reason| E::Tree { tree: t, reason };
+    let depth = spec.depth as u32;
+    if depth > MAX_OBLIVIOUS_DEPTH {
+        return Err(tree_err("oblivious tree too deep"));
+    }
+    if spec.end as u64 != spec.root as u64 + depth as u64 + 1 || spec.end > meta.n_nodes {
+        return Err(tree_err("oblivious tree's node range is not its levels and one leaf node"));
+    }
+    let mut used = 0;
+    for i in spec.root as usize..spec.end as usize - 1 {
+        let node_err = |reason| E::Node { tree: t, node: i, reason };
+        let nd = nodes[i];
+        if nd.flags & (node::LEAF | node::RESERVED) != 0 || nd.left != 0 {
+            return Err(node_err("an oblivious level is not a split node with left = 0"));
+        }
+        used |= check_test(&nd, meta, version, split_features).map_err(node_err)?;
+    }
+    let i = spec.end as usize - 1;
+    let leaf = nodes[i];
+    if leaf.flags != node::LEAF || leaf.feature != 0 || leaf.left != (i as u32).wrapping_sub(1) || leaf.payload & !node::LEAF_INDEX_MASK != node::LEAF_NAN {
+        return Err(E::Node { tree: t, node: i, reason: "an oblivious tree's last node is not a leaf" });
+    }
+    if (leaf.payload & node::LEAF_INDEX_MASK) as u64 != *next_leaf {
+        return Err(E::Node { tree: t, node: i, reason: "leaf index out of sequence (leaf count mismatch)" });
+    }
+    *next_leaf += 1u64 << depth;
     Ok(used)
 }
