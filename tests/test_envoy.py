@@ -132,6 +132,57 @@ def test_envoy_yaml_validates():
 
 
 # ---------------------------------------------------------------------------------------------
+# the hash key from the VM's environment
+
+
+def scores_seen(envoy: Running, upstream) -> list[dict[str, float]]:
+    """Every model's score for each demo request, in order, as the upstream received them."""
+    out = []
+    for req in traffic.requests():
+        upstream.take()
+        envoy.send(req)
+        recs = upstream.take()
+        out.append(scores_of(header(recs[0], "x-edgescore")) if recs else {})
+    return out
+
+
+def test_hash_key_from_the_vm_environment(real, upstream, start_envoy, monkeypatch):
+    """`"hash_key": {"env": NAME}` reads the key from the Wasm VM's environment, which Envoy
+    fills from `vm_config.environment_variables`: literal `key_values`, or Envoy's own
+    variables named in `host_env_keys` (then no configuration, not even /config_dump, holds it).
+    Scores equal those of the inline key; a different key changes them (so the comparison can
+    fail); a variable the VM does not have refuses the configuration."""
+    plugin = render_envoy.plugin_config()
+    key = plugin["hash_key"]
+    inline = scores_seen(real, upstream)
+
+    plugin["hash_key"] = {"env": "EDGESCORE_TEST_HASH_KEY"}
+    cfg = envoy_config(upstream.port, plugin)
+    render_envoy.wasm_filter(cfg)["vm_config"]["environment_variables"] = {"key_values": {"EDGESCORE_TEST_HASH_KEY": key}}
+    assert scores_seen(start_envoy(cfg, "key_values"), upstream) == inline
+
+    monkeypatch.setenv("EDGESCORE_TEST_HASH_KEY", key)
+    cfg = envoy_config(upstream.port, plugin)
+    render_envoy.wasm_filter(cfg)["vm_config"]["environment_variables"] = {"host_env_keys": ["EDGESCORE_TEST_HASH_KEY"]}
+    passed = start_envoy(cfg, "host_env_keys")
+    assert scores_seen(passed, upstream) == inline
+    assert key not in passed.envoy.get("/config_dump")[1], "the key is in /config_dump"
+
+    other = render_envoy.plugin_config()
+    other["hash_key"] = key[::-1] + "-another-key"
+    assert scores_seen(start_envoy(envoy_config(upstream.port, other), "other_key"), upstream) != inline
+
+    cfg = envoy_config(upstream.port, plugin)  # no environment_variables: the VM has none
+    e = envoyctl.Envoy(cfg, real.envoy.workdir.parent / "no_env")
+    try:
+        with pytest.raises(RuntimeError, match="exited"):
+            e.start(timeout=60)
+        assert "hash_key.env: the Wasm VM has no environment variable `EDGESCORE_TEST_HASH_KEY`" in e.log_tail(200)
+    finally:
+        e.stop()
+
+
+# ---------------------------------------------------------------------------------------------
 # scoring
 
 

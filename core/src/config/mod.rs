@@ -7,11 +7,13 @@ use serde::Deserialize;
 
 mod error;
 pub mod registry;
+mod secret;
 pub mod text;
 
 pub use crate::action::{ActionKind, DEFAULT_BLOCK_BODY, DEFAULT_BLOCK_STATUS};
 pub use error::ConfigError;
 pub use registry::RegistryConfig;
+pub use secret::SecretSource;
 pub use text::TextConfig;
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
@@ -40,8 +42,12 @@ pub enum OnError {
 pub struct PluginConfig {
     #[serde(default)]
     pub mode: Mode,
-    /// Secret for categorical hashing (≥ 16 bytes). Models must be trained on features logged
-    /// with the same key.
+    /// Where the hash key comes from: the key itself, or `{"env": "NAME"}` (`secret`).
+    #[serde(rename = "hash_key")]
+    pub hash_key_source: SecretSource,
+    /// Secret for categorical hashing (≥ 16 bytes), resolved from `hash_key_source` by
+    /// `parse`. Models must be trained on features logged with the same key.
+    #[serde(skip)]
     pub hash_key: String,
     #[serde(default)]
     pub on_error: OnError,
@@ -128,23 +134,31 @@ pub struct ModelConfig {
 }
 
 impl PluginConfig {
-    /// Parses and checks everything that does not need the artifacts decoded.
+    /// Parses and checks everything that does not need the artifacts decoded; secrets named
+    /// as environment variables are read from the process's (the Wasm VM's) environment.
     pub fn parse(json: &[u8]) -> Result<PluginConfig, ConfigError> {
+        PluginConfig::parse_with_env(json, &|name| std::env::var(name).ok())
+    }
+
+    /// [`PluginConfig::parse`] with `env` looking environment variables up.
+    pub fn parse_with_env(json: &[u8], env: &dyn Fn(&str) -> Option<String>) -> Result<PluginConfig, ConfigError> {
         let de = &mut serde_json::Deserializer::from_slice(json);
-        let cfg: PluginConfig = serde_path_to_error::deserialize(de).map_err(|e| {
+        let mut cfg: PluginConfig = serde_path_to_error::deserialize(de).map_err(|e| {
             let path = e.path().to_string();
             // serde_path_to_error says "." for the root and "?" where the JSON is too broken to
             // name a position; both mean the document as a whole.
             let field = if path == "." || path == "?" { "configuration".to_string() } else { path };
             ConfigError::new(field, e.into_inner().to_string())
         })?;
+        cfg.hash_key = cfg.hash_key_source.resolve("hash_key", env)?;
         cfg.check()?;
         Ok(cfg)
     }
 
     fn check(&self) -> Result<(), ConfigError> {
         if self.hash_key.len() < crate::features::hash::MIN_KEY_LEN {
-            return Err(ConfigError::new("hash_key", format!("must be at least {} bytes", crate::features::hash::MIN_KEY_LEN)));
+            let field = if matches!(self.hash_key_source, SecretSource::Env(_)) { "hash_key.env" } else { "hash_key" };
+            return Err(ConfigError::new(field, format!("must be at least {} bytes", crate::features::hash::MIN_KEY_LEN)));
         }
         for (field, name) in [("headers.scores", &self.headers.scores), ("headers.decision", &self.headers.decision)] {
             let token = |b: u8| b.is_ascii_digit() || b.is_ascii_lowercase() || b"!#$%&'*+-.^_`|~".contains(&b);
@@ -219,5 +233,39 @@ mod tests {
         assert!(err(r#"{"hash_key":"0123456789abcdef","headers":{"scores":"X-Up"},"models":[]}"#).starts_with("headers.scores:"));
         assert!(err(r#"{"hash_key":"0123456789abcdef","feature_log":{"sample_rate":2},"models":[]}"#).starts_with("feature_log.sample_rate:"));
         assert!(err("[").starts_with("configuration:"));
+    }
+}
+
+#[cfg(test)]
+mod secret_tests {
+    use super::*;
+
+    const MODELS: &str = r#""models":[{"artifact":"","threshold":0.5}]"#;
+
+    fn parse(hash_key: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<PluginConfig, String> {
+        PluginConfig::parse_with_env(format!(r#"{{"hash_key":{hash_key},{MODELS}}}"#).as_bytes(), env).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn hash_key_from_the_vm_environment() {
+        let env = |name: &str| (name == "EDGESCORE_HASH_KEY").then(|| "key-from-the-environment".to_string());
+        let cfg = parse(r#"{"env":"EDGESCORE_HASH_KEY"}"#, &env).unwrap();
+        assert_eq!(cfg.hash_key, "key-from-the-environment");
+        assert_eq!(cfg.hash_key_source, SecretSource::Env("EDGESCORE_HASH_KEY".into()));
+        // Inline keys are untouched by the environment.
+        assert_eq!(parse(r#""0123456789abcdef""#, &env).unwrap().hash_key, "0123456789abcdef");
+    }
+
+    #[test]
+    fn hash_key_refusals_name_the_field() {
+        let none = |_: &str| None;
+        let e = parse(r#"{"env":"MISSING"}"#, &none).unwrap_err();
+        assert!(e.starts_with("hash_key.env: the Wasm VM has no environment variable `MISSING`"), "{e}");
+        let short = |_: &str| Some("short".to_string());
+        assert_eq!(parse(r#"{"env":"K"}"#, &short).unwrap_err(), "hash_key.env: must be at least 16 bytes");
+        assert!(parse(r#"{"file":"/etc/key"}"#, &none).unwrap_err().starts_with("hash_key: unknown field `file`"));
+        assert!(parse(r#"{}"#, &none).unwrap_err().starts_with("hash_key: missing field `env`"));
+        assert!(parse(r#"{"env":""}"#, &none).unwrap_err().starts_with("hash_key: invalid value"));
+        assert!(parse("7", &none).unwrap_err().starts_with("hash_key: invalid type: integer `7`, expected the secret as a string"));
     }
 }
