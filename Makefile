@@ -57,9 +57,12 @@ demo: build venv
 envoy-yaml: venv
 	$(PY) -m demo.render_envoy
 
+# `make test` also builds the filter with a guest trap on demand (the cargo feature `test-trap`,
+# into target/test-wasm; never shipped) for tests/test_failure_policy.py.
 test: toolchain venv
 	$(CARGO) build -p edgescore-compile
 	$(CARGO) build --profile wasm --target wasm32-wasip1 -p edgescore-filter
+	$(CARGO) build --profile wasm --target wasm32-wasip1 -p edgescore-filter --features test-trap --target-dir target/test-wasm
 	$(MAKE) --no-print-directory models EDGESCORE_CLI=$(EDGESCORE_DEBUG)
 	python3 -m demo.registry --cli $(EDGESCORE_DEBUG)
 	$(CARGO) test --workspace

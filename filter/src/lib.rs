@@ -21,6 +21,8 @@ mod plugin;
 mod poller;
 mod root;
 mod stream;
+#[cfg(feature = "test-trap")]
+mod test_trap;
 mod updates;
 
 #[global_allocator]

@@ -47,6 +47,8 @@ impl Context for Stream {
 
 impl HttpContext for Stream {
     fn on_http_request_headers(&mut self, _num_headers: usize, end_of_stream: bool) -> Action {
+        #[cfg(feature = "test-trap")]
+        crate::test_trap::on_request();
         self.with_active(|a, text| a.on_request_headers(end_of_stream, text))
     }
 
