@@ -1,0 +1,32 @@
+//! The plugin configuration (the JSON in the Wasm filter's `configuration`) → parse/refuse.
+//! Arbitrary bytes never panic; an accepted configuration satisfies every invariant `check`
+//! promises (the filter relies on them) and builds a `Scorer` (base64 artifacts decoded and
+//! validated) without panicking. The first byte picks what the VM's environment holds, so
+//! `"hash_key": {"env": …}` meets present, absent and too-short variables.
+#![no_main]
+
+use edgescore_core::config::{PluginConfig, SecretSource};
+use edgescore_core::scorer::Scorer;
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    let Some((&env_kind, json)) = data.split_first() else { return };
+    let env = |name: &str| match env_kind % 3 {
+        0 => None,
+        1 => Some(format!("key-for-{name}-0123456789")),
+        _ => Some("short".to_string()),
+    };
+    let Ok(cfg) = PluginConfig::parse_with_env(json, &env) else { return };
+    assert!(cfg.hash_key.len() >= 16, "accepted a hash key of {} bytes", cfg.hash_key.len());
+    if let SecretSource::Env(name) = &cfg.hash_key_source {
+        assert_eq!(Some(&cfg.hash_key), env(name).as_ref(), "the key is not the environment's");
+    }
+    assert!(!cfg.models.is_empty());
+    assert!(cfg.models.iter().all(|m| m.threshold.is_finite()));
+    assert!((0.0..=1.0).contains(&cfg.feature_log.sample_rate));
+    assert_ne!(cfg.headers.scores, cfg.headers.decision);
+    for h in [&cfg.headers.scores, &cfg.headers.decision] {
+        assert!(!h.is_empty() && h.bytes().all(|b| !b.is_ascii_uppercase() && b.is_ascii_graphic()), "header name {h:?}");
+    }
+    let _ = Scorer::new(&cfg, 1);
+});
