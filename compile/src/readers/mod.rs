@@ -52,9 +52,7 @@ pub fn detect(bytes: &[u8]) -> Result<Format, ReadError> {
     if trimmed.starts_with(b"tree\n") || trimmed.starts_with(b"tree\r\n") {
         return Ok(Format::Lightgbm);
     }
-    // UBJSON object start followed by a short-string key (`{` then a length marker; JSON has
-    // whitespace or `"` there).
-    if bytes.first() == Some(&b'{') && bytes.get(1).is_some_and(|b| matches!(b, b'L' | b'i' | b'U' | b'l')) {
+    if xgboost::is_ubjson(bytes) {
         return Ok(Format::Xgboost);
     }
     if trimmed.starts_with(b"{") {

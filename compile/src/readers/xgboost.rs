@@ -210,7 +210,7 @@ fn f32_array<'a>(array: &'a F32s, t: usize, what: &str) -> Result<std::borrow::C
 
 /// Whether `bytes` is UBJSON rather than JSON text: an object whose first key is announced by
 /// a UBJSON integer marker (JSON text has `"` or whitespace there), or an optimised container.
-fn is_ubjson(bytes: &[u8]) -> bool {
+pub(super) fn is_ubjson(bytes: &[u8]) -> bool {
     bytes.first() == Some(&b'{') && bytes.get(1).is_some_and(|b| matches!(b, b'i' | b'U' | b'I' | b'l' | b'L' | b'$' | b'#'))
 }
 
