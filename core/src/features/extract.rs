@@ -5,7 +5,7 @@
 use super::hash::HashKey;
 use super::{ua, Feature, Kind};
 use crate::request::Request;
-use core::net::{Ipv4Addr, Ipv6Addr};
+use core::net::IpAddr;
 
 /// Which connection properties the plan reads (each is a host call per request, so the glue
 /// fetches only these).
@@ -111,10 +111,12 @@ impl FeaturePlan {
         }
         for (name, value) in req.headers.iter() {
             if name.first() == Some(&b':') {
+                // The first of each, like every other single-valued header here: a client that
+                // sends one twice is answered by the first (Envoy's codecs refuse duplicates).
                 match name {
-                    b":method" => pass.method = Some(value),
-                    b":path" => pass.path = Some(value),
-                    b":authority" => pass.authority = Some(value),
+                    b":method" if pass.method.is_none() => pass.method = Some(value),
+                    b":path" if pass.path.is_none() => pass.path = Some(value),
+                    b":authority" if pass.authority.is_none() => pass.authority = Some(value),
                     _ => {}
                 }
                 continue;
@@ -133,7 +135,7 @@ impl FeaturePlan {
                 }
                 b"accept-language" => pass.accept_language += count_items(value, b','),
                 b"content-length" if pass.content_length.is_none() => pass.content_length = Some(value),
-                b"host" if pass.authority.is_none() => pass.authority = Some(value),
+                b"host" if pass.host.is_none() => pass.host = Some(value),
                 _ => {}
             }
             for (w, watched) in out.watch.iter_mut().zip(&self.watched) {
@@ -171,7 +173,8 @@ impl FeaturePlan {
                 Feature::HttpProtocol => number(req.protocol.and_then(protocol_number)),
                 Feature::TlsVersion => number(tls_number(req.tls_version)),
                 Feature::SniPresent => req.sni.is_some_and(|s| !s.is_empty()) as u8 as f32,
-                Feature::HostIsIp => number(pass.authority.map(|a| host_is_ip(a) as u8 as f32)),
+                // `host` is HTTP/1's `:authority` (RFC 9110 §7.2), for maps without one.
+                Feature::HostIsIp => number(pass.authority.or(pass.host).map(|a| host_is_ip(a) as u8 as f32)),
                 Feature::HeaderPresent(_) => (watched.occurrences > 0) as u8 as f32,
                 Feature::HeaderLength(_) => watched.bytes as f32,
                 Feature::HeaderOccurrences(_) => watched.occurrences as f32,
@@ -215,6 +218,7 @@ struct HeaderPass<'a> {
     method: Option<&'a [u8]>,
     path: Option<&'a [u8]>,
     authority: Option<&'a [u8]>,
+    host: Option<&'a [u8]>,
     user_agent: Option<&'a [u8]>,
     content_length: Option<&'a [u8]>,
     header_count: u32,
@@ -229,12 +233,15 @@ fn count_items(value: &[u8], sep: u8) -> u32 {
     value.split(|&b| b == sep).filter(|s| s.iter().any(|&b| b != b' ' && b != b'\t')).count() as u32
 }
 
+/// HTTP's `1*DIGIT`, any length, as the nearest f32: exact up to `u128::MAX`, whose `as f32`
+/// rounds correctly; every saturated value is past `f32::MAX` and rounds to infinity, as its
+/// true value does.
 fn parse_decimal(v: &[u8]) -> Option<f32> {
     let v = v.trim_ascii();
-    if v.is_empty() || v.len() > 20 || !v.iter().all(u8::is_ascii_digit) {
+    if v.is_empty() || !v.iter().all(u8::is_ascii_digit) {
         return None;
     }
-    Some(v.iter().fold(0u64, |n, &d| n.saturating_mul(10).saturating_add((d - b'0') as u64)) as f32)
+    Some(v.iter().fold(0u128, |n, &d| n.saturating_mul(10).saturating_add((d - b'0') as u128)) as f32)
 }
 
 fn protocol_number(p: &[u8]) -> Option<f32> {
@@ -268,38 +275,45 @@ fn path_prefix(path: &[u8]) -> &[u8] {
 }
 
 fn host_is_ip(authority: &[u8]) -> bool {
-    let Ok(a) = core::str::from_utf8(authority) else { return false };
-    if let Some(rest) = a.strip_prefix('[') {
-        return rest.split_once(']').is_some_and(|(ip, _)| ip.parse::<Ipv6Addr>().is_ok());
-    }
-    let host = a.rsplit_once(':').map_or(a, |(h, _)| h);
-    host.parse::<Ipv4Addr>().is_ok()
+    ip_literal(authority).is_some()
 }
 
-/// Hashes the /24 (IPv4) or /48 (IPv6) network of `ip:port` / `[ip]:port`.
+/// The IP of `v4`, `v4:port`, `[v6]` or `[v6]:port` (RFC 3986: `port = *DIGIT`); `None` for
+/// anything else — a name, junk after the address, or a bare IPv6 address, whose last group
+/// cannot be told from a port.
+fn ip_literal(authority: &[u8]) -> Option<IpAddr> {
+    let a = core::str::from_utf8(authority).ok()?;
+    let (ip, port) = match a.strip_prefix('[') {
+        Some(rest) => {
+            let (ip, after) = rest.split_once(']')?;
+            (IpAddr::V6(ip.parse().ok()?), after)
+        }
+        None => {
+            let (host, port) = a.split_at(a.find(':').unwrap_or(a.len()));
+            (IpAddr::V4(host.parse().ok()?), port)
+        }
+    };
+    let port_ok = port.is_empty() || port.strip_prefix(':').is_some_and(|p| p.bytes().all(|b| b.is_ascii_digit()));
+    port_ok.then_some(ip)
+}
+
+/// Hashes the /24 (IPv4) or /48 (IPv6) network of `ip:port` / `[ip]:port`; an IPv4-mapped
+/// IPv6 address (a dual-stack listener's IPv4 client) is IPv4.
 fn source_prefix(address: &[u8], key: &HashKey) -> Option<u64> {
-    let a = core::str::from_utf8(address).ok()?;
-    if let Some(rest) = a.strip_prefix('[') {
-        let ip: Ipv6Addr = rest.split_once(']')?.0.parse().ok()?;
-        if let Some(v4) = ip.to_ipv4_mapped() {
+    let ip = match ip_literal(address)? {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(IpAddr::V6(v6), IpAddr::V4),
+        v4 => v4,
+    };
+    Some(match ip {
+        IpAddr::V4(v4) => {
             let o = v4.octets();
-            return Some(key.hash(&[4, o[0], o[1], o[2]]));
+            key.hash(&[4, o[0], o[1], o[2]])
         }
-        let o = ip.octets();
-        return Some(key.hash(&[6, o[0], o[1], o[2], o[3], o[4], o[5]]));
-    }
-    let host = a.rsplit_once(':').map_or(a, |(h, _)| h);
-    match host.parse::<Ipv4Addr>() {
-        Ok(v4) => {
-            let o = v4.octets();
-            Some(key.hash(&[4, o[0], o[1], o[2]]))
+        IpAddr::V6(v6) => {
+            let o = v6.octets();
+            key.hash(&[6, o[0], o[1], o[2], o[3], o[4], o[5]])
         }
-        Err(_) => {
-            let ip: Ipv6Addr = host.parse().ok()?;
-            let o = ip.octets();
-            Some(key.hash(&[6, o[0], o[1], o[2], o[3], o[4], o[5]]))
-        }
-    }
+    })
 }
 
 #[cfg(test)]
@@ -379,5 +393,59 @@ mod tests {
         assert_eq!(source_prefix(b"[::ffff:192.0.2.9]:1", &k), source_prefix(b"192.0.2.1:2", &k));
         assert_eq!(source_prefix(b"\xff\xfe", &k), None);
         assert!(host_is_ip(b"[::1]:80") && host_is_ip(b"1.2.3.4") && !host_is_ip(b"example.com:443"));
+    }
+
+    /// Found by the `features` fuzz target (`fuzz/crashes/features-content-length-digits`):
+    /// more than 20 digits (leading zeros too) were "not a number", and 20-digit values past
+    /// `u64::MAX` saturated to 1.8e19.
+    #[test]
+    fn content_length_is_the_number_whatever_its_digits() {
+        let cases: [(&str, f32); 6] = [
+            ("0000000000000000000000042", 42.0),
+            ("99999999999999999999", 1e20),
+            ("269348530000000000000000000000000000000", 2.6934853e38),
+            ("340282356779733661637539395458142568447", f32::MAX),
+            ("340282356779733661637539395458142568448", f32::INFINITY),
+            (" 18446744073709551615\t", 18446744073709551615.0),
+        ];
+        for (text, want) in cases {
+            assert_eq!(parse_decimal(text.as_bytes()), Some(want), "{text}");
+        }
+        assert_eq!(parse_decimal(&[b'9'; 500]), Some(f32::INFINITY));
+        assert_eq!(parse_decimal(b"+5"), None);
+    }
+
+    /// Found by the `features` fuzz target (`fuzz/crashes/features-duplicate-method`): a
+    /// duplicated pseudo-header counted by its last value while every other header counts by
+    /// its first; and a `host` header before `:authority` now loses to it.
+    #[test]
+    fn first_pseudo_header_wins_and_authority_beats_host() {
+        let names = ["method", "path_length", "host_is_ip"];
+        let hs = [(":method", "GET"), (":path", "/abc"), ("host", "example.com"), (":method", "POST"), (":path", "/"), (":authority", "1.2.3.4")];
+        let (_, v) = extract(&names, &hs, |_| {});
+        assert_eq!(v.hash[0], Some(HashKey::new(b"0123456789abcdef").hash(b"GET")));
+        assert_eq!(v.numeric[1..], [4.0, 1.0]);
+        let (_, v) = extract(&names, &[(":authority", "example.com"), (":authority", "1.2.3.4")], |_| {});
+        assert_eq!(v.numeric[2], 0.0);
+        let (_, v) = extract(&names, &[("host", "1.2.3.4"), ("host", "example.com")], |_| {});
+        assert_eq!(v.numeric[2], 1.0);
+    }
+
+    /// Found by the `features` fuzz target (`fuzz/crashes/features-authority-junk-port`): the
+    /// host was cut at the last `:` and what followed never read, so `192.1.2.10:10ath`,
+    /// `[::1]junk` and `1.2.3.4:80:90` were IP literals (or not) by accident, and a bare
+    /// `::1:80` source address was taken for `::1` port 80.
+    #[test]
+    fn ip_literals_take_only_a_numeric_port() {
+        for ip in ["1.2.3.4", "1.2.3.4:80", "1.2.3.4:", "[::1]", "[::1]:443", "[::ffff:1.2.3.4]:1"] {
+            assert!(host_is_ip(ip.as_bytes()), "{ip}");
+        }
+        for not in ["192.1.2.10:10ath", "[::1]junk", "[::1]:8a", "1.2.3.4:80:90", "1.2.3.4 ", "::1", "::1:80", "[1.2.3.4]", "[::1"] {
+            assert!(!host_is_ip(not.as_bytes()), "{not}");
+        }
+        let k = HashKey::new(b"0123456789abcdef");
+        assert_eq!(source_prefix(b"::1:80", &k), None);
+        assert_eq!(source_prefix(b"10.0.0.1:x", &k), None);
+        assert_eq!(source_prefix(b"[2001:db8:1::]", &k), source_prefix(b"[2001:db8:1::5]:443", &k));
     }
 }
