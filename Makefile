@@ -31,11 +31,16 @@ WASM := target/wasm32-wasip1/wasm/edgescore_filter.wasm
 EXAMPLE_MODELS := bot:models/example/bot.json scanner:models/example/scanner.txt abuse:models/example/abuse.json
 MODEL_VERSION := 2026-11-23
 
+# The post-link step of every filter build: drops the proxy-wasm callbacks the filter does not
+# implement (filter/callbacks.txt), which Envoy would otherwise call on every request.
+TRIM := $(CARGO) run -q -p edgescore-filter-trim --
+
 # The CLI, the filter (.wasm, where envoy.yaml points), the example models compiled to
 # target/models/<name>.esm and published (when changed) to the demo registry, target/registry.
 build: toolchain
 	$(CARGO) build --release -p edgescore-compile
 	$(CARGO) build --profile wasm --target wasm32-wasip1 -p edgescore-filter
+	$(TRIM) $(WASM)
 	$(MAKE) --no-print-directory models EDGESCORE_CLI=$(EDGESCORE)
 	python3 -m demo.registry --cli $(EDGESCORE)
 
@@ -62,7 +67,9 @@ envoy-yaml: venv
 test: toolchain venv
 	$(CARGO) build -p edgescore-compile
 	$(CARGO) build --profile wasm --target wasm32-wasip1 -p edgescore-filter
+	$(TRIM) $(WASM)
 	$(CARGO) build --profile wasm --target wasm32-wasip1 -p edgescore-filter --features test-trap --target-dir target/test-wasm
+	$(TRIM) target/test-wasm/wasm32-wasip1/wasm/edgescore_filter.wasm
 	$(MAKE) --no-print-directory models EDGESCORE_CLI=$(EDGESCORE_DEBUG)
 	python3 -m demo.registry --cli $(EDGESCORE_DEBUG)
 	$(CARGO) test --workspace
@@ -129,7 +136,8 @@ bench-swap: build venv bench-models
 	$(PY) -m benches.swap_load.run --write-readme
 
 # wrk against a real Envoy on loopback: no filter vs the edgescore filter (3 models) vs a no-op
-# Wasm filter; see benches/envoy_load/README.md. Installs wrk (Debian package) on first use.
+# Wasm filter vs ext_authz to a Rust or a Python (ONNX Runtime) scoring sidecar; see
+# benches/envoy_load/README.md. Installs wrk (Debian package) on first use.
 bench-envoy: build venv
 	@command -v wrk >/dev/null || { apt-get update -qq && apt-get install -y -qq wrk; }
 	$(PY) -m benches.envoy_load.run

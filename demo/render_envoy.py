@@ -129,7 +129,10 @@ def plugin_config(
         "mode": mode,
         "hash_key": hash_key(),
         "on_error": on_error,
+        # The demo shows both headers and logs the decision (the access log reads filter state);
+        # the defaults are one header and no filter state (docs/configuration.md, their cost).
         "headers": {"scores": "x-edgescore", "decision": "x-edgescore-decision"},
+        "filter_state": True,
         "feature_log": {"sample_rate": sample_rate},
         "models": entries,
     }
@@ -317,14 +320,16 @@ admin:
   address:
     socket_address: {address: __ADMIN_ADDRESS__, port_value: 9901}
 
-# Score histograms are in per mille (0-1000); Envoy's default buckets are made for milliseconds
-# (0.5 ... 3600000), so give them buckets that resolve the score range, finer near the top where
-# thresholds sit. /stats/prometheus shows them as edgescore_model_<name>_score_permille_bucket.
+# Score distributions are counted by the filter itself (exact, and no host call per request) as
+# the series of a Prometheus histogram: counters edgescore.model.<name>.score_permille_bucket.<le>
+# (upper bounds in per mille, cumulative), ..._count and ..._sum. This tag gives the bucket
+# counters the `le` label Prometheus expects: /stats/prometheus shows
+# edgescore_model_<name>_score_permille_bucket{le="950"}, and histogram_quantile works on them.
 stats_config:
+  stats_tags:
+  - tag_name: le
+    regex: '^wasmcustom\\.edgescore\\.(?:model|shadow)\\.[^.]+\\.score_permille_bucket(\\.(\\d+|\\+Inf))$'
   histogram_bucket_settings:
-  - match:
-      safe_regex: {regex: '^wasmcustom\\.edgescore\\.model\\..+\\.score_permille$'}
-    buckets: [10, 50, 100, 200, 300, 400, 500, 600, 700, 800, 850, 900, 950, 980, 990, 1000]
   # The NLP call's latency (edgescore_text_latency_ms), resolved around the 500 ms timeout.
   - match:
       safe_regex: {regex: '^wasmcustom\\.edgescore\\.text\\.latency_ms$'}

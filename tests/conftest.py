@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from demo import envoyctl
-from envoy_harness import Running, Upstream
+from envoy_harness import Running, Upstream, with_test_flush
 
 
 @pytest.fixture(scope="module")
@@ -23,10 +23,11 @@ def start_envoy(tmp_path_factory):
     started: list[envoyctl.Envoy] = []
 
     def start(cfg: dict, name: str = "envoy") -> Running:
+        flush_s = with_test_flush(cfg)
         e = envoyctl.Envoy(cfg, tmp_path_factory.mktemp(name), name=name, log_level="info")
         started.append(e)
         e.start()
-        return Running(e)
+        return Running(e, flush_s)
 
     yield start
     for e in started:

@@ -6,6 +6,7 @@ Every server here binds 127.0.0.1; tests stop what they start, by PID.
 
 from __future__ import annotations
 
+import json
 import os
 import threading
 import time
@@ -54,15 +55,48 @@ class Upstream:
         self.server.server_close()
 
 
+# The filter counts in its own memory and hands the counts to Envoy every `metrics.flush_ms`
+# (default 1 s). Envoys started by the fixtures flush every TEST_FLUSH_MS, and a read of the
+# filter's metrics first waits a few flush periods: requests reach Envoy by several routes (raw
+# sockets, threads), so every read waits.
+TEST_FLUSH_MS = 100
+DEFAULT_FLUSH_MS = 1000
+
+
+def with_test_flush(cfg: dict) -> float:
+    """Sets the plugin configuration's `metrics.flush_ms` to TEST_FLUSH_MS unless the test set
+    it (or the configuration is not JSON: tests of refused configurations). Returns the flush
+    period in seconds."""
+    try:
+        conf = render_envoy.wasm_filter(cfg)["configuration"]
+        plugin = json.loads(conf["value"])
+    except (KeyError, IndexError, TypeError, ValueError):
+        return DEFAULT_FLUSH_MS / 1000
+    if not isinstance(plugin, dict):
+        return DEFAULT_FLUSH_MS / 1000
+    metrics = plugin.setdefault("metrics", {})
+    if isinstance(metrics, dict):
+        metrics.setdefault("flush_ms", TEST_FLUSH_MS)
+        conf["value"] = json.dumps(plugin)
+        return metrics["flush_ms"] / 1000
+    return DEFAULT_FLUSH_MS / 1000
+
+
 class Running:
     """A started Envoy and the port of its `edge` listener."""
 
-    def __init__(self, envoy: envoyctl.Envoy):
+    def __init__(self, envoy: envoyctl.Envoy, flush_s: float = DEFAULT_FLUSH_MS / 1000):
         self.envoy = envoy
         self.port = envoy.listener_port("edge")
+        # Four periods: room for a late timer on a busy machine.
+        self.flush_wait_s = 4 * flush_s
 
     def send(self, req: traffic.DemoRequest) -> traffic.Response:
         return traffic.send("127.0.0.1", self.port, req)
+
+    def settle(self) -> None:
+        """Waits until the filter's counts for the requests sent so far reached Envoy."""
+        time.sleep(self.flush_wait_s)
 
     def timed(self, req: traffic.DemoRequest) -> tuple[traffic.Response, float]:
         """The response and how long it took, in seconds."""
@@ -72,10 +106,14 @@ class Running:
 
     def counter(self, name: str) -> int:
         """A stat from /stats by its full name (`wasmcustom.edgescore.decision.block`)."""
+        if name.startswith("wasmcustom."):
+            self.settle()
         return self.envoy.stats(name.replace(".", r"\.") + "$").get(name, 0)
 
     def metric(self, name: str) -> float:
         """A metric from /stats/prometheus (`edgescore_text_calls`; 0 before its first use)."""
+        if name.startswith("edgescore_"):
+            self.settle()
         for line in self.envoy.prometheus().splitlines():
             if line.startswith(name + " ") or line.startswith(name + "{"):
                 return float(line.rsplit(" ", 1)[1])

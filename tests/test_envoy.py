@@ -426,6 +426,52 @@ def test_bad_listener_update_keeps_the_old_one_serving(upstream, tmp_path):
         e.stop()
 
 
+def test_counts_are_flushed_when_a_listener_update_retires_the_filter(upstream, tmp_path):
+    """The filter counts in its own memory and flushes on its tick; with a tick far away
+    (`flush_ms` 60 s) the counts of a retired configuration still reach Envoy exactly, when
+    Envoy deletes the old plugin's root context after the listener drained."""
+    require_build()
+    port = free_port()
+
+    def listener(plugin: dict) -> dict:
+        plugin["metrics"] = {"flush_ms": 60000}
+        cfg = envoy_config(upstream.port, plugin, listen_port=port)
+        return {"resources": [{"@type": "type.googleapis.com/envoy.config.listener.v3.Listener",
+                               **cfg["static_resources"]["listeners"][0]}]}
+
+    lds = tmp_path / "lds.json"
+
+    def publish(doc: dict) -> None:
+        tmp = tmp_path / "lds.json.tmp"
+        tmp.write_text(json.dumps(doc))
+        os.rename(tmp, lds)
+
+    publish(listener(render_envoy.plugin_config("enforce", policies(bot=0.0))))
+    boot = envoy_config(upstream.port, None)
+    boot["static_resources"].pop("listeners")
+    boot["dynamic_resources"] = {"lds_config": {"resource_api_version": "V3", "path_config_source": {
+        "path": str(lds), "watched_directory": {"path": str(tmp_path)}}}}
+    # --drain-time-s 1: the old listener (and its filter configuration) goes a second after the
+    # update, not after Envoy's default 10 minutes.
+    e = envoyctl.Envoy(boot, tmp_path / "envoy", name="lds_flush", extra_args=("--drain-time-s", "1"))
+    name = "wasmcustom.edgescore.decision.block"
+    try:
+        e.start()
+        run = Running(e)
+        n = 6
+        assert [run.send(CURL).status for _ in range(n)] == [403] * n
+        assert run.counter(name) == 0, "counted in the module until its tick (60 s away)"
+        ok = run.counter("listener_manager.lds.update_success")
+        publish(listener(render_envoy.plugin_config("shadow", policies(bot=0.0))))
+        deadline = time.monotonic() + 30
+        while run.counter(name) < n and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert run.counter("listener_manager.lds.update_success") == ok + 1
+        assert run.counter(name) == n, e.log_tail()
+    finally:
+        e.stop()
+
+
 # ---------------------------------------------------------------------------------------------
 # hostile requests
 

@@ -5,7 +5,8 @@
 
 VARIANT is `none`, `noop`, `edgescore` (the configurations of run.py), `noop:<plan>` (the no-op
 filter making host calls, e.g. `noop:headers=1,properties=1`) or `wasm:<name>=<path>` (the
-edgescore filter from another .wasm). Each runs in its own Envoy (--concurrency 1) under
+edgescore filter from another .wasm); `edgescore` and `wasm:` take outputs beyond the defaults
+after `@`, e.g. `edgescore@decision+state` (run.bench_plugin_config). Each runs in its own Envoy (--concurrency 1) under
 `valgrind --tool=callgrind`, with instrumentation off until 300 warm-up requests are done; then
 `--requests` of the bench's requests (demo/traffic.py, 4 keep-alive connections, a new one after
 each POST as Envoy closes it) are counted. Printed per request: user-space instructions by
@@ -37,14 +38,16 @@ from demo import envoyctl, render_envoy, traffic  # noqa: E402
 
 
 def config(variant: str) -> dict:
+    variant, _, opts = variant.partition("@")
+    outputs = tuple(o for o in opts.split("+") if o)
     kind, _, arg = variant.partition(":")
     if kind == "noop":
         cfg = run.bench_config("noop", render_envoy.EXAMPLE_MODELS)
         render_envoy.wasm_filter(cfg)["configuration"]["value"] = arg
         return cfg
     if kind == "wasm":
-        return run.bench_config(variant, render_envoy.EXAMPLE_MODELS, Path(arg.split("=", 1)[1]))
-    return run.bench_config(kind, render_envoy.EXAMPLE_MODELS)
+        return run.bench_config(variant, render_envoy.EXAMPLE_MODELS, Path(arg.split("=", 1)[1]), outputs=outputs)
+    return run.bench_config(kind, render_envoy.EXAMPLE_MODELS, outputs=outputs)
 
 
 def requests(port: int) -> list[bytes]:

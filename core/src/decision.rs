@@ -14,8 +14,9 @@ use crate::text::{BodyKind, Combine, TextVerdict};
 use std::io::Write as _;
 
 /// Filter-state keys (Envoy stores them as `wasm.<key>`, readable in access logs with
-/// `%FILTER_STATE(wasm.edgescore:PLAIN)%`). `edgescore` holds the decision and the scores in
-/// one value (`allow bot=0.0180;scanner=0.0474`): one `proxy_set_property` per request, not two.
+/// `%FILTER_STATE(wasm.edgescore:PLAIN)%`), written only with `filter_state: true` (and the
+/// feature log for sampled requests). `edgescore` holds the decision and the scores in one
+/// value (`allow bot=0.0180;scanner=0.0474`): one `proxy_set_property` per request, not two.
 pub const STATE: &[u8] = b"edgescore";
 pub const STATE_FEATURES: &[u8] = b"edgescore.features";
 pub const STATE_TEXT: &[u8] = b"edgescore.text";
@@ -170,6 +171,7 @@ pub struct Decision {
     mode: Mode,
     on_error: OnError,
     headers: HeaderNames,
+    filter_state: bool,
     metrics: MetricsConfig,
     text: Option<TextConfig>,
     policies: Vec<ModelPolicy>,
@@ -196,6 +198,7 @@ impl Decision {
             mode: cfg.mode,
             on_error: cfg.on_error,
             headers: cfg.headers.clone(),
+            filter_state: cfg.filter_state,
             metrics: cfg.metrics,
             text: cfg.text.clone(),
             bands: vec![ActionKind::Allow; n],
@@ -204,7 +207,7 @@ impl Decision {
             scores_header: Vec::with_capacity(header_room),
             decision_header: Vec::with_capacity(decision_room),
             state_value: Vec::with_capacity(decision_room + 1 + header_room),
-            reply_headers: Vec::with_capacity(64 + decision_room + cfg.headers.decision.len()),
+            reply_headers: Vec::with_capacity(64 + decision_room + cfg.headers.decision_or_scores().len()),
             text_decision: Vec::new(),
             text_state: Vec::new(),
             text_value: Vec::new(),
@@ -262,19 +265,26 @@ impl Decision {
             _ => None,
         };
         if block_by.is_some() {
-            HeaderMap::encode_into(&mut self.reply_headers, &[(self.headers.decision.as_bytes(), &self.decision_header[..])]);
+            HeaderMap::encode_into(&mut self.reply_headers, &[(self.headers.decision_or_scores().as_bytes(), &self.decision_header[..])]);
         }
         let Decision { headers: names, scores_header, decision_header, state_value, reply_headers, policies, text, .. } = &*self;
         let mut edits = Edits::new();
+        // One header by default: the decision and the scores in the filter-state format.
+        let writes = match &names.decision {
+            None => [Some((&names.scores, &state_value[..])), None],
+            Some(decision) => [Some((&names.scores, &scores_header[..])), Some((decision, &decision_header[..]))],
+        };
         // A client must not be able to send its own score header upstream: replace a header the
         // request has; add one it has not (cheaper; the parsed map says which).
-        for (name, value) in [(&names.scores, &scores_header[..]), (&names.decision, &decision_header[..])] {
+        for (name, value) in writes.into_iter().flatten() {
             edits.push(match headers.get(name.as_bytes()) {
                 Some(_) => Edit::ReplaceHeader(name.as_bytes(), value),
                 None => Edit::AddHeader(name.as_bytes(), value),
             });
         }
-        edits.push(Edit::SetState(STATE, state_value));
+        if self.filter_state {
+            edits.push(Edit::SetState(STATE, state_value));
+        }
         if verdict.sampled {
             edits.push(Edit::SetState(STATE_FEATURES, feature_log));
         }
@@ -302,8 +312,10 @@ impl Decision {
     /// `on_error` says.
     pub fn error(&mut self) -> Edits<'_> {
         let mut edits = Edits::new();
-        edits.push(Edit::SetState(STATE, ERROR_DECISION));
-        let name = self.headers.decision.as_bytes();
+        if self.filter_state {
+            edits.push(Edit::SetState(STATE, ERROR_DECISION));
+        }
+        let name = self.headers.decision_or_scores().as_bytes();
         match self.on_error {
             OnError::Allow => edits.push(Edit::ReplaceHeader(name, ERROR_DECISION)),
             OnError::Block => {
@@ -320,9 +332,11 @@ impl Decision {
         let mut edits = Edits::new();
         let Some(t) = &self.text else { return edits };
         edits.push(Edit::ReplaceHeader(t.header.as_bytes(), why));
-        edits.push(Edit::SetState(STATE_TEXT, why));
+        if self.filter_state {
+            edits.push(Edit::SetState(STATE_TEXT, why));
+        }
         if !t.fail_open {
-            HeaderMap::encode_into(&mut self.text_reply_headers, &[(self.headers.decision.as_bytes(), ERROR_DECISION)]);
+            HeaderMap::encode_into(&mut self.text_reply_headers, &[(self.headers.decision_or_scores().as_bytes(), ERROR_DECISION)]);
             edits.push(Edit::Reply { status: 503, details: b"edgescore_text_unavailable", body: TEXT_ERROR_BODY, headers: &self.text_reply_headers });
         }
         edits
@@ -352,14 +366,23 @@ impl Decision {
                 _ => Raised::Tag,
             });
             if raised == Some(Raised::Block) {
-                HeaderMap::encode_into(&mut self.text_reply_headers, &[(self.headers.decision.as_bytes(), &self.text_decision[..])]);
+                HeaderMap::encode_into(&mut self.text_reply_headers, &[(self.headers.decision_or_scores().as_bytes(), &self.text_decision[..])]);
             }
         }
         edits.push(Edit::ReplaceHeader(t.header.as_bytes(), &self.text_value));
-        edits.push(Edit::SetState(STATE_TEXT, &self.text_value));
+        if self.filter_state {
+            edits.push(Edit::SetState(STATE_TEXT, &self.text_value));
+        }
         if raised.is_some() {
-            edits.push(Edit::ReplaceHeader(self.headers.decision.as_bytes(), &self.text_decision));
-            edits.push(Edit::SetState(STATE, &self.text_state));
+            // The raised decision replaces the tree's where it was written: its own header,
+            // or the combined one (decision, space, scores: `text_state`).
+            match &self.headers.decision {
+                Some(decision) => edits.push(Edit::ReplaceHeader(decision.as_bytes(), &self.text_decision)),
+                None => edits.push(Edit::ReplaceHeader(self.headers.scores.as_bytes(), &self.text_state)),
+            }
+            if self.filter_state {
+                edits.push(Edit::SetState(STATE, &self.text_state));
+            }
         }
         if raised == Some(Raised::Block) {
             let body = t.body.as_deref().unwrap_or(DEFAULT_BLOCK_BODY).as_bytes();

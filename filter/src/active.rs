@@ -94,29 +94,37 @@ impl Active {
             Err(_) => return self.fail(),
         };
         let replied = apply(&outcome.edits);
-        let m = &self.metrics;
+        // Counted in memory, flushed to Envoy on the tick (`metrics`).
+        let m = &mut self.metrics;
+        let t = &mut m.tally;
         if outcome.verdict.sampled {
-            host::increment(m.feature_log_lines);
+            t.add(m.feature_log_lines, 1);
         }
-        host::increment(m.requests_scored);
+        t.add(m.requests_scored, 1);
         for (band, ids) in outcome.bands.iter().zip(&m.models) {
-            host::increment(match band {
-                ActionKind::Allow => ids.allow,
-                ActionKind::Tag => ids.tag,
-                ActionKind::Block => ids.block,
-            });
+            t.add(
+                match band {
+                    ActionKind::Allow => ids.allow,
+                    ActionKind::Tag => ids.tag,
+                    ActionKind::Block => ids.block,
+                },
+                1,
+            );
         }
         for (permille, ids) in outcome.permille.iter().zip(&m.models) {
-            if let Some(v) = permille {
-                host::record(ids.score_permille, *v);
+            if let (Some(v), Some(h)) = (permille, &ids.scores) {
+                t.record(h, *v);
             }
         }
-        host::increment(match outcome.count {
-            DecisionCount::Allow => m.decision_allow,
-            DecisionCount::Tag => m.decision_tag,
-            DecisionCount::Block => m.decision_block,
-            DecisionCount::ShadowBlock => m.decision_shadow_block,
-        });
+        t.add(
+            match outcome.count {
+                DecisionCount::Allow => m.decision_allow,
+                DecisionCount::Tag => m.decision_tag,
+                DecisionCount::Block => m.decision_block,
+                DecisionCount::ShadowBlock => m.decision_shadow_block,
+            },
+            1,
+        );
         if replied {
             return Action::Pause;
         }
@@ -166,11 +174,11 @@ impl Active {
         let content = text::extract(t, hold.kind, body.as_ref().map_or(&[][..], |b| b.bytes()));
         drop(body);
         if content.trim().is_empty() {
-            host::increment(self.metrics.text.skipped_empty);
+            self.metrics.bump(self.metrics.text.skipped_empty);
             return Action::Continue;
         }
         let call_headers = vec![(":method", "POST"), (":path", t.path.as_str()), (":authority", t.authority.as_str()), ("content-type", "application/json")];
-        host::increment(self.metrics.text.calls);
+        self.metrics.bump(self.metrics.text.calls);
         // Through the SDK, not a raw `proxy_http_call`: the SDK's `proxy_on_http_call_response`
         // routes the answer by the token it registered at dispatch and panics ("invalid
         // token_id") on any other. It returns Envoy's BadArgument (unknown cluster) and
@@ -219,7 +227,7 @@ impl Active {
         // rule stays for proxies in between that word it differently.
         let router_timeout = body.as_ref().is_some_and(|b| b.bytes() == b"upstream request timeout");
         if status == *b"504" && (router_timeout || elapsed_ms + 5 >= timeout_ms) {
-            host::increment(self.metrics.text.timeouts);
+            self.metrics.bump(self.metrics.text.timeouts);
         }
         let ok_status = status[0] == b'2';
         let verdict = if ok_status { body.as_ref().and_then(|b| TextVerdict::parse(b.bytes())) } else { None };
@@ -231,17 +239,21 @@ impl Active {
         };
         let outcome = self.scorer.decision_mut().decide_text(tree, scores, &verdict);
         let replied = apply(&outcome.edits);
-        let m = &self.metrics.text;
+        // The service's own label: a metric defined on first sight, counted directly.
         host::increment(metrics::text_verdict(&verdict.label));
+        let (t, m) = (&mut self.metrics.tally, &self.metrics.text);
         for &i in &outcome.crossed {
-            host::increment(m.labels[i]);
+            if let Some(&c) = m.labels.get(i) {
+                t.add(c, 1);
+            }
         }
         if let Some(raised) = outcome.raised {
-            host::increment(match raised {
+            let c = match raised {
                 Raised::ShadowBlock => m.raised_shadow_block,
                 Raised::Block => m.raised_block,
                 Raised::Tag => m.raised_tag,
-            });
+            };
+            t.add(c, 1);
         }
         if !replied {
             host::continue_request();
@@ -251,13 +263,13 @@ impl Active {
     /// The NLP call failed: count it and apply `text.fail_open`. The caller resumes the
     /// request when it is outside a request callback.
     fn text_failed(&mut self, why: &'static [u8]) -> Action {
-        host::increment(self.metrics.text.errors);
+        self.metrics.bump(self.metrics.text.errors);
         finish(&self.scorer.decision_mut().text_failed(why))
     }
 
     /// The request could not be read or scored: count it and apply `on_error`.
     fn fail(&mut self) -> Action {
-        host::increment(self.metrics.errors);
+        self.metrics.bump(self.metrics.errors);
         finish(&self.scorer.decision_mut().error())
     }
 }

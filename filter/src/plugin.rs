@@ -1,7 +1,8 @@
 //! The filter's root context (one per worker): turns the plugin configuration into a
-//! [`Scorer`] over the bootstrap models and hands it to every stream; with a `registry`, it
-//! also picks up models the poller published, on its own jittered tick (`updates`), and swaps
-//! the scorer between two requests. A refused configuration leaves the previous scorer
+//! [`Scorer`] over the bootstrap models and hands it to every stream. On its tick it flushes
+//! the streams' metrics to Envoy (`metrics`) and, with a `registry`, picks up models the
+//! poller published (`updates`, on a jittered period) and swaps the scorer between two
+//! requests. A refused configuration leaves the previous scorer
 //! serving (Envoy also keeps the previous configuration when `on_configure` returns false).
 
 use crate::active::Active;
@@ -32,6 +33,9 @@ pub struct Plugin {
     seed: u64,
     updates: Updates,
     update_metrics: Option<UpdateMetrics>,
+    /// The registry check's period, when ticks come more often (for metric flushes) than it.
+    check_every_ns: Option<u64>,
+    next_check_ns: u64,
 }
 
 impl Context for Plugin {}
@@ -71,13 +75,22 @@ impl RootContext for Plugin {
                     LogLevel::Info,
                     &format!("edgescore: configured {} model(s) [{}], {} feature slot(s), mode {:?}{from_registry}", models.len(), models.join(", "), scorer.slots().len(), scorer.mode()),
                 );
+                // The previous scorer's metrics are flushed as it is dropped.
                 *self.active.borrow_mut() = Some(Active::new(scorer));
+                let flush_ms = cfg.metrics.flush_ms as u64;
+                let mut tick_ms = flush_ms;
+                self.check_every_ns = None;
                 if let Some(reg) = &cfg.registry {
                     self.update_metrics.get_or_insert_with(UpdateMetrics::define);
                     // Jitter spreads the workers' checks (and their copies) over the period.
-                    let jitter = self.seed % (reg.check_ms as u64 / 4 + 1);
-                    let _ = hostcalls::set_tick_period(Duration::from_millis(reg.check_ms as u64 + jitter));
+                    let check_ms = reg.check_ms as u64 + self.seed % (reg.check_ms as u64 / 4 + 1);
+                    if check_ms <= flush_ms {
+                        tick_ms = check_ms;
+                    } else {
+                        self.check_every_ns = Some(check_ms * 1_000_000);
+                    }
                 }
+                let _ = hostcalls::set_tick_period(Duration::from_millis(tick_ms));
                 self.cfg = Some(cfg);
                 self.bootstrap = bootstrap;
                 true
@@ -93,9 +106,21 @@ impl RootContext for Plugin {
     }
 
     fn on_tick(&mut self) {
+        if let Ok(mut active) = self.active.try_borrow_mut() {
+            if let Some(a) = active.as_mut() {
+                a.metrics.tally.flush();
+            }
+        }
         let (Some(cfg), Some(m)) = (&self.cfg, &self.update_metrics) else { return };
         let Some(reg) = &cfg.registry else { return };
         let start = now_ns();
+        if let Some(every) = self.check_every_ns {
+            // Ticks come every flush_ms; check on the first one half a tick short of the period.
+            if start < self.next_check_ns {
+                return;
+            }
+            self.next_check_ns = start + every - cfg.metrics.flush_ms as u64 * 500_000;
+        }
         if let Tick::Ready(record, served) = self.updates.tick(reg.slice_bytes as usize, m) {
             self.swap(record, served);
         }

@@ -24,8 +24,9 @@ fuzz_target!(|data: &[u8]| {
     assert!(!cfg.models.is_empty());
     assert!(cfg.models.iter().all(|m| m.threshold.is_finite()));
     assert!((0.0..=1.0).contains(&cfg.feature_log.sample_rate));
-    assert_ne!(cfg.headers.scores, cfg.headers.decision);
-    for h in [&cfg.headers.scores, &cfg.headers.decision] {
+    assert_ne!(Some(&cfg.headers.scores), cfg.headers.decision.as_ref());
+    assert!((10..=60_000).contains(&cfg.metrics.flush_ms));
+    for h in std::iter::once(&cfg.headers.scores).chain(cfg.headers.decision.as_ref()) {
         assert!(!h.is_empty() && h.bytes().all(|b| !b.is_ascii_uppercase() && b.is_ascii_graphic()), "header name {h:?}");
     }
     let _ = Scorer::new(&cfg, 1);

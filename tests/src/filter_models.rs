@@ -39,9 +39,18 @@ pub fn base64(bytes: &[u8]) -> String {
     base64::engine::general_purpose::STANDARD.encode(bytes)
 }
 
+/// Every write the filter can make: the decision in its own header and filter state for
+/// access logs (the defaults write one header and no filter state).
+pub const ALL_WRITES: &str = r#","headers":{"decision":"x-edgescore-decision"},"filter_state":true"#;
+
 /// `bot` blocks (403) requests with fewer than 4 headers; `scanner` tags paths of 30 bytes or
-/// more (its step is inverted: long paths score high).
+/// more (its step is inverted: long paths score high). With [`ALL_WRITES`] on.
 pub fn two_model_config(mode: &str, extra: &str) -> String {
+    default_writes_config(mode, &format!("{ALL_WRITES}{extra}"))
+}
+
+/// [`two_model_config`] with the default writes: one header, no filter state.
+pub fn default_writes_config(mode: &str, extra: &str) -> String {
     let bot = base64(&artifact(&step_model("bot", "header_count", 4.0, 4.0)));
     let scanner = base64(&artifact(&step_model("scanner", "path_length", 30.0, -3.0)));
     format!(

@@ -157,7 +157,7 @@ impl Rig {
     }
 }
 
-/// The score header and the decision header of one request with `headers` headers.
+/// The scores and the decision of one request with `headers` headers.
 fn request(vm: &mut Vm, headers: usize) -> (String, String, Option<u16>) {
     let (scores, decision, reply, _) = request_logged(vm, headers);
     (scores, decision, reply)
@@ -172,8 +172,9 @@ fn request_logged(vm: &mut Vm, headers: usize) -> (String, String, Option<u16>, 
     }
     vm.request_headers(&s, h, true).unwrap();
     let reply = s.local_reply().map(|r| r.status as u16);
-    let scores = s.request_headers().get_str("x-edgescore").unwrap_or_default();
-    let decision = s.request_headers().get_str("x-edgescore-decision").unwrap_or_default();
+    // The default configuration writes one header: the decision, a space, the scores.
+    let header = s.request_headers().get_str("x-edgescore").unwrap_or_default();
+    let (decision, scores) = header.split_once(' ').map(|(d, s)| (d.to_string(), s.to_string())).unwrap_or_default();
     let log = String::from_utf8(s.filter_state("edgescore.features").unwrap_or_default()).unwrap();
     vm.done(&s).unwrap();
     (scores, decision, reply, log)

@@ -97,7 +97,9 @@ fn upstream_header(s: &Stream, name: &str) -> Option<String> {
     s.upstream_request().0.expect("the request went upstream").get_str(name)
 }
 
-fn metric(vm: &Vm, name: &str) -> u64 {
+/// A counter after the tick that flushes the filter's counts to the host.
+fn metric(vm: &mut Vm, name: &str) -> u64 {
+    vm.tick().unwrap();
     vm.metric(name).unwrap_or(0)
 }
 
@@ -135,10 +137,10 @@ fn json_form_and_plain_bodies_make_one_call_with_their_text() {
         assert_eq!(up_body, *body, "case {i}");
         vm.done(&s).unwrap();
     }
-    assert_eq!(metric(&vm, "edgescore.text.calls"), cases.len() as u64);
-    assert_eq!(metric(&vm, "edgescore.text.errors"), 0);
+    assert_eq!(metric(&mut vm, "edgescore.text.calls"), cases.len() as u64);
+    assert_eq!(metric(&mut vm, "edgescore.text.errors"), 0);
     assert_eq!(vm.histogram("edgescore.text.latency_ms").len(), cases.len());
-    assert_eq!(metric(&vm, "edgescore.text.verdict.ok"), cases.len() as u64);
+    assert_eq!(metric(&mut vm, "edgescore.text.verdict.ok"), cases.len() as u64);
 }
 
 #[test]
@@ -154,8 +156,8 @@ fn below_every_threshold_the_upstream_gets_the_text_header() {
     assert_eq!(upstream_header(&s, "x-edgescore-decision").as_deref(), Some("allow"), "0.69 < 0.7: no action");
     assert_eq!(s.filter_state("edgescore.text"), Some(want.into_bytes()));
     assert_eq!(vm.histogram("edgescore.text.latency_ms"), vec![42]);
-    assert_eq!(metric(&vm, "edgescore.text.label.toxic"), 0);
-    assert_eq!(metric(&vm, "edgescore.text.verdict.toxic"), 1);
+    assert_eq!(metric(&mut vm, "edgescore.text.label.toxic"), 0);
+    assert_eq!(metric(&mut vm, "edgescore.text.verdict.toxic"), 1);
 }
 
 #[test]
@@ -173,11 +175,11 @@ fn above_a_block_threshold_enforce_replies_and_nothing_goes_upstream() {
     let state = String::from_utf8(s.filter_state("edgescore").unwrap()).unwrap();
     let scores = s.request_headers().get_str("x-edgescore").unwrap();
     assert_eq!(state, format!("block;text=toxic {scores}"));
-    assert_eq!(metric(&vm, "edgescore.text.label.toxic"), 1);
-    assert_eq!(metric(&vm, "edgescore.text.decision.block"), 1);
+    assert_eq!(metric(&mut vm, "edgescore.text.label.toxic"), 1);
+    assert_eq!(metric(&mut vm, "edgescore.text.decision.block"), 1);
     // The tree decision (allow) is counted once; the text block apart from it.
-    assert_eq!(metric(&vm, "edgescore.decision.allow"), 1);
-    assert_eq!(metric(&vm, "edgescore.decision.block"), 0);
+    assert_eq!(metric(&mut vm, "edgescore.decision.allow"), 1);
+    assert_eq!(metric(&mut vm, "edgescore.decision.block"), 0);
 }
 
 #[test]
@@ -190,8 +192,8 @@ fn shadow_mode_never_blocks_on_text() {
     assert!(s.local_reply().is_none(), "shadow mode must not block");
     assert_eq!(upstream_header(&s, "x-edgescore-decision").as_deref(), Some("block;text=threat;shadow"));
     assert_eq!(upstream_header(&s, "x-edgescore-text").as_deref(), Some("score=0.9900;label=threat;model=minilm@test"));
-    assert_eq!(metric(&vm, "edgescore.text.decision.shadow_block"), 1);
-    assert_eq!(metric(&vm, "edgescore.text.decision.block"), 0);
+    assert_eq!(metric(&mut vm, "edgescore.text.decision.shadow_block"), 1);
+    assert_eq!(metric(&mut vm, "edgescore.text.decision.block"), 0);
 }
 
 #[test]
@@ -202,7 +204,7 @@ fn a_tag_label_tags_and_every_crossed_label_is_counted() {
     vm.respond_http_call(call.token, ok_200(), &verdict("spam", 0.91)).unwrap();
     assert!(s.local_reply().is_none());
     assert_eq!(upstream_header(&s, "x-edgescore-decision").as_deref(), Some("tag;text=spam"));
-    assert_eq!(metric(&vm, "edgescore.text.decision.tag"), 1);
+    assert_eq!(metric(&mut vm, "edgescore.text.decision.tag"), 1);
 
     // Two block labels and a tag label over their thresholds: one block, all three counted.
     let s = vm.stream();
@@ -212,9 +214,9 @@ fn a_tag_label_tags_and_every_crossed_label_is_counted() {
     let reply = s.local_reply().expect("blocked");
     assert_eq!(reply.headers.get_str("x-edgescore-decision").as_deref(), Some("block;text=threat"));
     for (label, n) in [("toxic", 1), ("threat", 1), ("spam", 2), ("ok", 0)] {
-        assert_eq!(metric(&vm, &format!("edgescore.text.label.{label}")), n, "{label}");
+        assert_eq!(metric(&mut vm, &format!("edgescore.text.label.{label}")), n, "{label}");
     }
-    assert_eq!(metric(&vm, "edgescore.text.verdict.threat"), 1);
+    assert_eq!(metric(&mut vm, "edgescore.text.verdict.threat"), 1);
 }
 
 #[test]
@@ -291,9 +293,9 @@ fn get_binary_and_textless_requests_make_no_call() {
         assert_eq!(s.upstream_request().1, *body);
         vm.done(&s).unwrap();
     }
-    assert_eq!(metric(&vm, "edgescore.text.calls"), 0);
-    assert_eq!(metric(&vm, "edgescore.text.skipped_empty"), textless.len() as u64);
-    assert_eq!(metric(&vm, "edgescore.requests_scored"), 8 + textless.len() as u64);
+    assert_eq!(metric(&mut vm, "edgescore.text.calls"), 0);
+    assert_eq!(metric(&mut vm, "edgescore.text.skipped_empty"), textless.len() as u64);
+    assert_eq!(metric(&mut vm, "edgescore.requests_scored"), 8 + textless.len() as u64);
 }
 
 #[test]
@@ -376,9 +378,9 @@ fn failures_fail_open_and_are_counted() {
         assert!(!vm.is_poisoned() && !s.failed(), "{how}");
         vm.done(&s).unwrap();
     }
-    assert_eq!(metric(&vm, "edgescore.text.calls"), FAILURES.len() as u64);
-    assert_eq!(metric(&vm, "edgescore.text.errors"), FAILURES.len() as u64);
-    assert_eq!(metric(&vm, "edgescore.text.timeouts"), 1);
+    assert_eq!(metric(&mut vm, "edgescore.text.calls"), FAILURES.len() as u64);
+    assert_eq!(metric(&mut vm, "edgescore.text.errors"), FAILURES.len() as u64);
+    assert_eq!(metric(&mut vm, "edgescore.text.timeouts"), 1);
     assert_eq!(vm.histogram("edgescore.text.latency_ms").len(), FAILURES.len());
     assert!(vm.histogram("edgescore.text.latency_ms").contains(&250));
 }
@@ -390,8 +392,8 @@ fn a_service_504_before_the_timeout_is_not_counted_as_a_timeout() {
     let call = send_and_call(&mut vm, &s, post("text/plain"), b"hello");
     vm.respond_http_call(call.token, [(":status", "504")], b"gateway timeout").unwrap();
     assert_eq!(upstream_header(&s, "x-edgescore-text").as_deref(), Some("error=status"));
-    assert_eq!(metric(&vm, "edgescore.text.errors"), 1);
-    assert_eq!(metric(&vm, "edgescore.text.timeouts"), 0);
+    assert_eq!(metric(&mut vm, "edgescore.text.errors"), 1);
+    assert_eq!(metric(&mut vm, "edgescore.text.timeouts"), 0);
 }
 
 /// Envoy arms the call's timer from its loop's cached time: on a busy worker the router's
@@ -404,8 +406,8 @@ fn a_router_timeout_a_little_early_by_our_clock_is_still_a_timeout() {
     vm.host().advance(Duration::from_millis(230));
     vm.timeout_http_call(call.token).unwrap();
     assert_eq!(upstream_header(&s, "x-edgescore-text").as_deref(), Some("error=status"));
-    assert_eq!(metric(&vm, "edgescore.text.errors"), 1);
-    assert_eq!(metric(&vm, "edgescore.text.timeouts"), 1);
+    assert_eq!(metric(&mut vm, "edgescore.text.errors"), 1);
+    assert_eq!(metric(&mut vm, "edgescore.text.timeouts"), 1);
 }
 
 #[test]
@@ -423,7 +425,7 @@ fn failures_fail_closed_with_fail_open_false() {
         assert_eq!(s.upstream_request().0, None, "{how}: nothing upstream");
         vm.done(&s).unwrap();
     }
-    assert_eq!(metric(&vm, "edgescore.text.errors"), FAILURES.len() as u64);
+    assert_eq!(metric(&mut vm, "edgescore.text.errors"), FAILURES.len() as u64);
     // A verdict still passes or blocks as usual.
     let s = vm.stream();
     let call = send_and_call(&mut vm, &s, post("application/json"), br#"{"message":"hello"}"#);
@@ -449,7 +451,7 @@ fn an_unknown_cluster_fails_at_dispatch() {
             assert_eq!(action, Action::Continue);
             assert_eq!(upstream_header(&s, "x-edgescore-text").as_deref(), Some("error=dispatch"));
         }
-        assert_eq!(metric(&vm, "edgescore.text.errors"), n as u64 + 1, "stats are per host");
+        assert_eq!(metric(&mut vm, "edgescore.text.errors"), n as u64 + 1, "stats are per host");
         assert!(!vm.is_poisoned());
     }
 }
@@ -491,7 +493,7 @@ fn an_oversize_body_is_cut_at_max_body_bytes() {
     let body = format!("{}\u{e9}\u{e9}", "x".repeat(63));
     let call = send_and_call(&mut vm, &s, post("text/plain; charset=utf-8"), body.as_bytes());
     assert_eq!(sent_text(&call), "x".repeat(63));
-    assert_eq!(metric(&vm, "edgescore.text.calls"), 3);
+    assert_eq!(metric(&mut vm, "edgescore.text.calls"), 3);
 }
 
 #[test]
@@ -545,7 +547,7 @@ fn tree_gated_sends_only_what_the_trees_flagged() {
     vm.respond_http_call(call.token, ok_200(), &verdict("ok", 0.9)).unwrap();
     assert_eq!(upstream_header(&s, "x-edgescore-decision").as_deref(), Some("tag;model=scanner@1"));
     assert!(upstream_header(&s, "x-edgescore-text").unwrap().starts_with("score=0.1000;label=ok"));
-    assert_eq!(metric(&vm, "edgescore.text.calls"), 2);
+    assert_eq!(metric(&mut vm, "edgescore.text.calls"), 2);
 
     // Shadow mode: a tree block (too few headers) is not enforced, so the text is scored too.
     let mut vm = configured(&host, "shadow", r#","combine":"tree_gated""#);

@@ -2,7 +2,7 @@
 //! mode, hostile requests, metrics and filter state. Fast and deterministic; the same
 //! behaviours are checked in real Envoy by tests/test_envoy.py.
 
-use edgescore_tests::filter_models::{artifact, base64, step_model, two_model_config};
+use edgescore_tests::filter_models::{artifact, base64, default_writes_config, step_model, two_model_config};
 use edgescore_proxy_host::{cargo::filter_wasm, Action, Host, Vm};
 
 fn vm(config: &str) -> Vm {
@@ -40,10 +40,68 @@ fn browser_passes_with_scores() {
     assert_eq!(h.get_str("x-edgescore-decision").unwrap(), "allow");
     assert_eq!(s.filter_state("edgescore").unwrap(), b"allow bot=0.0180;scanner=0.0474");
     assert!(s.local_reply().is_none());
+    vm.tick().unwrap();
     assert_eq!(vm.metric("edgescore.requests_scored"), Some(1));
     assert_eq!(vm.metric("edgescore.decision.allow"), Some(1));
     assert_eq!(vm.metric("edgescore.model.bot.allow"), Some(1));
-    assert_eq!(vm.histogram("edgescore.model.bot.score_permille"), vec![18]);
+    assert_score_histogram(&vm, "bot", &[18]);
+}
+
+/// `edgescore.model.<model>.score_permille_*` hold exactly `scores` (per mille): cumulative
+/// buckets, count and sum, as Prometheus reads a histogram.
+fn assert_score_histogram(vm: &Vm, model: &str, scores: &[u64]) {
+    let bounds = ["10", "50", "100", "200", "300", "400", "500", "600", "700", "800", "850", "900", "950", "980", "990", "1000", "+Inf"];
+    for le in bounds {
+        let want = scores.iter().filter(|&&s| le == "+Inf" || s <= le.parse().unwrap()).count() as u64;
+        assert_eq!(vm.metric(&format!("edgescore.model.{model}.score_permille_bucket.{le}")), Some(want), "{model} le={le}");
+    }
+    assert_eq!(vm.metric(&format!("edgescore.model.{model}.score_permille_count")), Some(scores.len() as u64));
+    assert_eq!(vm.metric(&format!("edgescore.model.{model}.score_permille_sum")), Some(scores.iter().sum()));
+}
+
+#[test]
+fn by_default_one_header_carries_the_decision_and_the_scores() {
+    let mut vm = vm(&default_writes_config("enforce", ""));
+    let s = vm.stream();
+    assert_eq!(vm.request_headers(&s, browser(), true).unwrap(), Action::Continue);
+    let h = s.request_headers();
+    assert_eq!(h.get_str("x-edgescore").unwrap(), "allow bot=0.0180;scanner=0.0474");
+    assert_eq!(h.get_str("x-edgescore-decision"), None);
+    assert_eq!(s.filter_state("edgescore"), None, "filter state only when configured");
+    let s = vm.stream();
+    vm.request_headers(&s, bot(), true).unwrap();
+    let reply = s.local_reply().expect("blocked");
+    // The decision, never the scores, goes back to the client.
+    assert_eq!(reply.headers.get_str("x-edgescore").unwrap(), "block;model=bot@1");
+}
+
+/// Requests make no metric host call: the counts stay in the module until the root context's
+/// tick (or until the scorer is replaced), and then arrive exactly.
+#[test]
+fn metrics_are_counted_in_the_module_and_flushed_exactly() {
+    let mut vm = vm(&default_writes_config("enforce", ""));
+    let mut send = |vm: &mut Vm, n: usize| {
+        for i in 0..n {
+            let s = vm.stream();
+            vm.request_headers(&s, if i % 3 == 0 { bot() } else { browser() }, true).unwrap();
+            vm.done(&s).unwrap();
+        }
+    };
+    send(&mut vm, 30);
+    assert_eq!(vm.metric("edgescore.requests_scored"), Some(0), "counted before the tick");
+    assert_eq!(vm.tick_period(), Some(std::time::Duration::from_millis(1000)), "metrics.flush_ms's default");
+    vm.tick().unwrap();
+    assert_eq!(vm.metric("edgescore.requests_scored"), Some(30));
+    assert_eq!(vm.metric("edgescore.decision.block"), Some(10));
+    assert_eq!(vm.metric("edgescore.decision.allow"), Some(20));
+    assert_score_histogram(&vm, "bot", &[[18; 20].as_slice(), &[982; 10]].concat());
+    vm.tick().unwrap();
+    assert_eq!(vm.metric("edgescore.requests_scored"), Some(30), "a flush hands each count over once");
+    // A reconfiguration replaces the scorer: what it counted is flushed as it goes.
+    send(&mut vm, 7);
+    assert!(vm.configure(default_writes_config("enforce", r#","metrics":{"flush_ms":50}"#).as_bytes()).unwrap());
+    assert_eq!(vm.metric("edgescore.requests_scored"), Some(37));
+    assert_eq!(vm.tick_period(), Some(std::time::Duration::from_millis(50)));
 }
 
 #[test]
@@ -55,6 +113,7 @@ fn bot_is_blocked_in_enforce_mode() {
     assert_eq!(reply.status, 403);
     assert_eq!(reply.body, b"go away\n");
     assert_eq!(reply.headers.get_str("x-edgescore-decision").unwrap(), "block;model=bot@1");
+    vm.tick().unwrap();
     assert_eq!(vm.metric("edgescore.decision.block"), Some(1));
     assert_eq!(vm.metric("edgescore.model.bot.block"), Some(1));
 }
@@ -66,6 +125,7 @@ fn shadow_mode_never_blocks() {
     assert_eq!(vm.request_headers(&s, bot(), true).unwrap(), Action::Continue);
     assert!(s.local_reply().is_none());
     assert_eq!(s.request_headers().get_str("x-edgescore-decision").unwrap(), "block;model=bot@1;shadow");
+    vm.tick().unwrap();
     assert_eq!(vm.metric("edgescore.decision.shadow_block"), Some(1));
     assert_eq!(vm.metric("edgescore.decision.block").unwrap_or(0), 0);
 }
@@ -121,19 +181,21 @@ fn per_model_metrics_can_be_turned_off() {
     let s = vm.stream();
     vm.request_headers(&s, browser(), true).unwrap();
     assert_eq!(s.request_headers().get_str("x-edgescore").unwrap(), "bot=0.0180;scanner=0.0474");
+    vm.tick().unwrap();
     assert_eq!(vm.metric("edgescore.requests_scored"), Some(1));
     assert_eq!(vm.metric("edgescore.decision.allow"), Some(1));
     for model in ["bot", "scanner"] {
         for band in ["allow", "tag", "block"] {
             assert_eq!(vm.metric(&format!("edgescore.model.{model}.{band}")), None, "{model}.{band} defined");
         }
-        assert!(vm.histogram(&format!("edgescore.model.{model}.score_permille")).is_empty());
+        assert_eq!(vm.metric(&format!("edgescore.model.{model}.score_permille_count")), None);
     }
     // One of the two back on.
     let mut vm = self::vm(&two_model_config("enforce", r#","metrics":{"model_counters":false}"#));
     let s = vm.stream();
     vm.request_headers(&s, browser(), true).unwrap();
-    assert_eq!(vm.histogram("edgescore.model.bot.score_permille"), vec![18]);
+    vm.tick().unwrap();
+    assert_score_histogram(&vm, "bot", &[18]);
     assert_eq!(vm.metric("edgescore.model.bot.allow"), None);
 }
 
@@ -170,6 +232,7 @@ fn hostile_requests_never_trap() {
         let _: serde_json::Value = serde_json::from_slice(&line).unwrap_or_else(|e| panic!("request {i}: bad log line {e}"));
         vm.done(&s).unwrap();
     }
+    vm.tick().unwrap();
     assert_eq!(vm.metric("edgescore.requests_scored"), Some(6));
     assert_eq!(vm.metric("edgescore.errors").unwrap_or(0), 0);
 }

@@ -7,7 +7,15 @@ use crate::text::TextVerdict;
 
 const TEXT: &str = r#""text":{"cluster":"nlp","labels":{"toxic":{"threshold":0.7,"action":"block"},"spam":{"threshold":0.8,"action":"tag"}}}"#;
 
+/// Every write turned on: the decision in its own header, filter state for access logs.
+const ALL_WRITES: &str = r#","headers":{"decision":"x-edgescore-decision"},"filter_state":true"#;
+
 fn decision(extra: &str) -> Decision {
+    lean(&format!("{ALL_WRITES}{extra}"))
+}
+
+/// The defaults: one header, no filter state.
+fn lean(extra: &str) -> Decision {
     let json = format!(r#"{{"hash_key":"0123456789abcdef","models":[{{"artifact":"","threshold":0.5}}]{extra}}}"#);
     let cfg = PluginConfig::parse(json.as_bytes()).unwrap();
     let policy = |name: &str, threshold: f64, action: ActionKind| ModelPolicy {
@@ -68,6 +76,42 @@ fn allow_writes_scores_decision_and_state() {
     assert_eq!(bands, [ActionKind::Allow, ActionKind::Allow]);
     assert_eq!(permille, [Some(250), Some(0)]);
     assert_eq!(hold, None);
+}
+
+#[test]
+fn by_default_one_header_carries_decision_and_scores() {
+    let mut d = lean("");
+    let (_, e, ..) = tree(&mut d, &[(":method", "GET")], &[0.25, 0.0004], true);
+    assert_eq!(e, ["add x-edgescore: allow bot=0.2500;abuse=0.0004"]);
+    let (_, e, ..) = tree(&mut d, &[("x-edgescore", "allow")], &[0.95, 0.6], true);
+    // A block reply names the decision, never the scores (they would help a client tune its
+    // way under the threshold).
+    assert_eq!(
+        e,
+        ["replace x-edgescore: block;model=bot@v1 bot=0.9500;abuse=0.6000", "reply 403 edgescore_block \"blocked\\n\" [x-edgescore=block;model=bot@v1]"]
+    );
+    assert_eq!(edits(&d.error()), ["replace x-edgescore: error"]);
+    let mut d = lean(r#","on_error":"block""#);
+    assert_eq!(edits(&d.error()), ["reply 503 edgescore_error \"edgescore: the request could not be scored\\n\" [x-edgescore=error]"]);
+    // Filter state alone, and the decision header alone.
+    let mut d = lean(r#","filter_state":true"#);
+    let (_, e, ..) = tree(&mut d, &[], &[0.1, 0.1], true);
+    assert_eq!(e, ["add x-edgescore: allow bot=0.1000;abuse=0.1000", "state edgescore: allow bot=0.1000;abuse=0.1000"]);
+    let mut d = lean(r#","headers":{"decision":"x-verdict"}"#);
+    let (_, e, ..) = tree(&mut d, &[], &[0.1, 0.1], true);
+    assert_eq!(e, ["add x-edgescore: bot=0.1000;abuse=0.1000", "add x-verdict: allow"]);
+}
+
+#[test]
+fn by_default_a_text_verdict_rewrites_the_one_header() {
+    let mut d = lean(&format!(",{TEXT}"));
+    let spam = verdict(r#"{"score":0.85,"label":"spam","labels":{"toxic":0.1,"spam":0.85},"model":"m@1"}"#);
+    let o = d.decide_text(ActionKind::Allow, b"bot=0.1000;abuse=0.1000", &spam);
+    assert_eq!(edits(&o.edits), ["replace x-edgescore-text: score=0.8500;label=spam;model=m@1", "replace x-edgescore: tag;text=spam bot=0.1000;abuse=0.1000"]);
+    let toxic = verdict(r#"{"score":0.9,"label":"toxic","labels":{"toxic":0.9}}"#);
+    let o = d.decide_text(ActionKind::Allow, b"bot=0.1000;abuse=0.1000", &toxic);
+    assert_eq!(edits(&o.edits)[2], "reply 403 edgescore_text_block \"request blocked by edgescore\\n\" [x-edgescore=block;text=toxic]");
+    assert_eq!(edits(&d.text_failed(b"error=status")), ["replace x-edgescore-text: error=status"]);
 }
 
 #[test]

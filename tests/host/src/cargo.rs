@@ -77,7 +77,8 @@ pub fn test_guest_wasm() -> Result<PathBuf> {
 }
 
 /// Builds the filter as the Makefile does (`cargo build --profile wasm --target wasm32-wasip1
-/// -p edgescore-filter`) and returns `target/wasm32-wasip1/wasm/edgescore_filter.wasm`.
+/// -p edgescore-filter`, then the post-link step that drops the callbacks it does not
+/// implement, `filter/trim`) and returns `target/wasm32-wasip1/wasm/edgescore_filter.wasm`.
 /// Uses the workspace target directory (`CARGO_TARGET_DIR` is not consulted).
 pub fn filter_wasm() -> Result<PathBuf> {
     cargo_once(&[
@@ -90,5 +91,13 @@ pub fn filter_wasm() -> Result<PathBuf> {
         "-p",
         "edgescore-filter",
     ])?;
-    Ok(repo_root().join("target/wasm32-wasip1/wasm/edgescore_filter.wasm"))
+    let wasm = repo_root().join("target/wasm32-wasip1/wasm/edgescore_filter.wasm");
+    static TRIMMED: OnceLock<Result<(), String>> = OnceLock::new();
+    let trimmed = TRIMMED.get_or_init(|| {
+        edgescore_filter_trim::trim_file(&wasm, &repo_root().join("filter/callbacks.txt")).map(drop).map_err(|e| e.to_string())
+    });
+    match trimmed {
+        Ok(()) => Ok(wasm),
+        Err(e) => bail!("{e}"),
+    }
 }

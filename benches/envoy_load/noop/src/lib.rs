@@ -3,7 +3,7 @@
 //! floor for a Rust proxy-wasm filter in Envoy.
 //!
 //! For `run.py --hostcalls` the configuration can instead name host calls to make on every
-//! request, e.g. `headers=1,properties=3,set_property=2,replace=2,increment=8,record=3`: the
+//! request, e.g. `headers=1,properties=3,set_property=2,add=1,replace=2,increment=8,record=3`: the
 //! same calls, with similar argument sizes, as the edgescore filter makes, so the bench can
 //! tell what the host calls cost apart from what the filter computes. (At most 20 distinct
 //! filter-state keys: more `set_property` calls update existing values.)
@@ -17,6 +17,7 @@ use std::rc::Rc;
 #[link(wasm_import_module = "env")]
 extern "C" {
     fn proxy_get_header_map_pairs(map_type: u32, data: *mut *mut u8, size: *mut usize) -> u32;
+    fn proxy_add_header_map_value(map_type: u32, key: *const u8, key_size: usize, value: *const u8, value_size: usize) -> u32;
     fn proxy_replace_header_map_value(map_type: u32, key: *const u8, key_size: usize, value: *const u8, value_size: usize) -> u32;
     fn proxy_get_property(path: *const u8, path_size: usize, data: *mut *mut u8, size: *mut usize) -> u32;
     fn proxy_set_property(path: *const u8, path_size: usize, value: *const u8, value_size: usize) -> u32;
@@ -30,6 +31,7 @@ struct Plan {
     headers: u32,
     properties: u32,
     set_property: u32,
+    add: u32,
     replace: u32,
     increment: u32,
     record: u32,
@@ -61,6 +63,7 @@ impl RootContext for Root {
                 "headers" => plan.headers = n,
                 "properties" => plan.properties = n,
                 "set_property" => plan.set_property = n,
+                "add" => plan.add = n,
                 "replace" => plan.replace = n,
                 "increment" => plan.increment = n,
                 "record" => plan.record = n,
@@ -125,6 +128,10 @@ impl HttpContext for Noop {
                 free(ptr, len);
             }
             let value = b"bot=0.0023;scanner=0.0000;abuse=0.0000";
+            for i in 0..p.add as usize {
+                let name = HEADERS[i % HEADERS.len()];
+                proxy_add_header_map_value(0, name.as_ptr(), name.len(), value.as_ptr(), value.len());
+            }
             for i in 0..p.replace as usize {
                 let name = HEADERS[i % HEADERS.len()];
                 proxy_replace_header_map_value(0, name.as_ptr(), name.len(), value.as_ptr(), value.len());
