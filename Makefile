@@ -10,7 +10,7 @@ EDGESCORE_DEBUG := target/debug/edgescore
 EDGESCORE := target/release/edgescore
 
 # (models: see build)
-.PHONY: models envoy-yaml bench-envoy all build demo test test-rust test-python bench bench-peers bench-filter bench-models fixtures reference fuzz toolchain venv clean
+.PHONY: models envoy-yaml bench-envoy all build demo test test-rust test-python bench bench-peers bench-filter bench-models fixtures reference fuzz hostile-drive toolchain venv clean
 
 all: build
 
@@ -105,6 +105,15 @@ bench-peers: toolchain venv
 
 fuzz:
 	cd fuzz && $(CARGO) +nightly fuzz run artifact -- -max_total_time=$${SECONDS_TO_FUZZ:-300}
+
+# The shipped .wasm under hostile drive in the wasmtime proxy-wasm host (tests/tests/hostile_drive.rs):
+# 1,000,000 generated requests (`make test` runs 20,000; the guest runs compiled by Cranelift whatever
+# the profile, and the host is a dependency, built with opt-level 2). HOSTILE_REQUESTS, HOSTILE_SEED.
+hostile-drive: toolchain
+	$(CARGO) build --profile wasm --target wasm32-wasip1 -p edgescore-filter
+	$(TRIM) $(WASM)
+	EDGESCORE_HOSTILE_REQUESTS=$${HOSTILE_REQUESTS:-1000000} EDGESCORE_HOSTILE_SEED=$${HOSTILE_SEED:-24301} \
+	  $(CARGO) test -p edgescore-tests --test hostile_drive -- --nocapture
 
 clean:
 	$(CARGO) clean
