@@ -10,7 +10,7 @@ EDGESCORE_DEBUG := target/debug/edgescore
 EDGESCORE := target/release/edgescore
 
 # (models: see build)
-.PHONY: models envoy-yaml bench-envoy all build demo test test-rust test-python bench bench-peers bench-filter bench-models fixtures reference fuzz hostile-drive toolchain venv clean
+.PHONY: models envoy-yaml bench-envoy all build demo test test-rust test-python bench bench-peers bench-filter bench-models fixtures reference fuzz hostile-drive soak toolchain venv clean
 
 all: build
 
@@ -105,6 +105,12 @@ bench-peers: toolchain venv
 
 fuzz:
 	cd fuzz && $(CARGO) +nightly fuzz run artifact -- -max_total_time=$${SECONDS_TO_FUZZ:-300}
+
+# The whole edge path (Envoy, filter, registry, Ray NLP service) under constant load for
+# SOAK_MINUTES (10) while the NLP service is killed and slowed and models are republished, a bad
+# one included; see benches/soak/README.md.
+soak: build venv
+	$(PY) -m benches.soak.run --minutes $${SOAK_MINUTES:-10} --write-readme
 
 # The shipped .wasm under hostile drive in the wasmtime proxy-wasm host (tests/tests/hostile_drive.rs):
 # 1,000,000 generated requests (`make test` runs 20,000; the guest runs compiled by Cranelift whatever

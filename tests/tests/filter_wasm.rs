@@ -80,7 +80,7 @@ fn by_default_one_header_carries_the_decision_and_the_scores() {
 #[test]
 fn metrics_are_counted_in_the_module_and_flushed_exactly() {
     let mut vm = vm(&default_writes_config("enforce", ""));
-    let mut send = |vm: &mut Vm, n: usize| {
+    let send = |vm: &mut Vm, n: usize| {
         for i in 0..n {
             let s = vm.stream();
             vm.request_headers(&s, if i % 3 == 0 { bot() } else { browser() }, true).unwrap();

@@ -30,6 +30,7 @@ pub fn keep_list(text: &str) -> Vec<&str> {
 }
 
 /// A module [`trim`] changed.
+#[derive(Debug)]
 pub struct TrimmedModule {
     pub wasm: Vec<u8>,
     /// The exports removed.
