@@ -138,8 +138,10 @@ def envoy_config(backend_port: int, nlp_port: int, registry_port: int) -> dict:
 
 
 def wasm_stats(e: envoyctl.Envoy) -> dict[str, int]:
-    stats = e.stats(r"^(wasm\.|wasmcustom\.edgescore\.(errors|requests_scored|decision\.|text\.(calls|errors|timeouts)|registry\.(swaps|swaps_refused|models_refused|manifests_accepted|models_accepted)))")
-    return {k: v for k, v in sorted(stats.items()) if not k.startswith("wasmcustom.edgescore.registry.refused_")}
+    """Envoy's Wasm VM counters (failures, reloads) and the filter's; the registry's refusal
+    reasons only when they happened."""
+    stats = e.stats(r"^(wasm\.(edgescore|envoy\.wasm)|wasmcustom\.edgescore\.(errors|requests_scored|decision\.|text\.(calls|errors|timeouts)|registry\.))")
+    return {k: v for k, v in sorted(stats.items()) if v or ".refused." not in k}
 
 
 def percentile(xs: list[float], q: float) -> float:
