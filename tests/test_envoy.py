@@ -370,35 +370,41 @@ def test_envoy_refuses_to_start_with_bad_plugin_config(kind, tmp_path, upstream)
         e.stop()
 
 
+class FileLds:
+    """File-based LDS: the edge listener of `envoy_config` on a fixed port, published by an
+    atomic move into a watched directory, and the bootstrap that watches it."""
+
+    def __init__(self, upstream_port: int, tmp_path: Path):
+        self.upstream_port, self.dir, self.port = upstream_port, tmp_path, free_port()
+        self.path = tmp_path / "lds.json"
+
+    def publish(self, plugin: dict | str) -> None:
+        cfg = envoy_config(self.upstream_port, plugin, listen_port=self.port)
+        doc = {"resources": [{"@type": "type.googleapis.com/envoy.config.listener.v3.Listener",
+                              **cfg["static_resources"]["listeners"][0]}]}
+        tmp = self.dir / "lds.json.tmp"
+        tmp.write_text(json.dumps(doc))
+        os.rename(tmp, self.path)  # an atomic move is what the watched directory reacts to
+
+    def bootstrap(self) -> dict:
+        boot = envoy_config(self.upstream_port, None)
+        boot["static_resources"].pop("listeners")
+        boot["dynamic_resources"] = {"lds_config": {"resource_api_version": "V3", "path_config_source": {
+            "path": str(self.path), "watched_directory": {"path": str(self.dir)}}}}
+        return boot
+
+
 def test_bad_listener_update_keeps_the_old_one_serving(upstream, tmp_path):
     """File-based LDS: a listener update with a refused plugin configuration is rejected and
     the running listener keeps scoring; a good update (shadow mode) then takes effect."""
     require_build()
-    port = free_port()
-
-    def listener(plugin: dict) -> dict:
-        cfg = envoy_config(upstream.port, plugin, listen_port=port)
-        return {"resources": [{"@type": "type.googleapis.com/envoy.config.listener.v3.Listener",
-                               **cfg["static_resources"]["listeners"][0]}]}
-
-    lds = tmp_path / "lds.json"
-
-    def publish(doc: dict) -> None:
-        tmp = tmp_path / "lds.json.tmp"
-        tmp.write_text(json.dumps(doc))
-        os.rename(tmp, lds)  # an atomic move is what the watched directory reacts to
-
-    blocking = render_envoy.plugin_config("enforce", policies(bot=0.0))
-    publish(listener(blocking))
-    boot = envoy_config(upstream.port, None)
-    boot["static_resources"].pop("listeners")
-    boot["dynamic_resources"] = {"lds_config": {"resource_api_version": "V3", "path_config_source": {
-        "path": str(lds), "watched_directory": {"path": str(tmp_path)}}}}
-    e = envoyctl.Envoy(boot, tmp_path / "envoy", name="lds")
+    lds = FileLds(upstream.port, tmp_path)
+    lds.publish(render_envoy.plugin_config("enforce", policies(bot=0.0)))
+    e = envoyctl.Envoy(lds.bootstrap(), tmp_path / "envoy", name="lds")
     try:
         e.start()
         run = Running(e)
-        assert run.port == port
+        assert run.port == lds.port
         assert run.send(CURL).status == 403
 
         def wait_stat(name: str, at_least: int) -> None:
@@ -408,14 +414,14 @@ def test_bad_listener_update_keeps_the_old_one_serving(upstream, tmp_path):
             assert run.counter(name) >= at_least, f"{name} < {at_least}\n{e.log_tail()}"
 
         ok = run.counter("listener_manager.lds.update_success")
-        publish(listener(bad_plugin("bad base64")))
+        lds.publish(bad_plugin("bad base64"))
         wait_stat("listener_manager.lds.update_rejected", 1)
         assert "configuration refused" in e.log_tail(400)
         resp = run.send(CURL)
         assert resp.status == 403, "the old listener (enforce, block everything) should still serve"
         assert dict(resp.headers)["x-edgescore-decision"].startswith("block;model=bot@")
 
-        publish(listener(render_envoy.plugin_config("shadow", policies(bot=0.0))))
+        lds.publish(render_envoy.plugin_config("shadow", policies(bot=0.0)))
         wait_stat("listener_manager.lds.update_success", ok + 1)
         deadline = time.monotonic() + 15
         while (resp := run.send(CURL)).status != 200 and time.monotonic() < deadline:
@@ -431,29 +437,12 @@ def test_counts_are_flushed_when_a_listener_update_retires_the_filter(upstream, 
     (`flush_ms` 60 s) the counts of a retired configuration still reach Envoy exactly, when
     Envoy deletes the old plugin's root context after the listener drained."""
     require_build()
-    port = free_port()
-
-    def listener(plugin: dict) -> dict:
-        plugin["metrics"] = {"flush_ms": 60000}
-        cfg = envoy_config(upstream.port, plugin, listen_port=port)
-        return {"resources": [{"@type": "type.googleapis.com/envoy.config.listener.v3.Listener",
-                               **cfg["static_resources"]["listeners"][0]}]}
-
-    lds = tmp_path / "lds.json"
-
-    def publish(doc: dict) -> None:
-        tmp = tmp_path / "lds.json.tmp"
-        tmp.write_text(json.dumps(doc))
-        os.rename(tmp, lds)
-
-    publish(listener(render_envoy.plugin_config("enforce", policies(bot=0.0))))
-    boot = envoy_config(upstream.port, None)
-    boot["static_resources"].pop("listeners")
-    boot["dynamic_resources"] = {"lds_config": {"resource_api_version": "V3", "path_config_source": {
-        "path": str(lds), "watched_directory": {"path": str(tmp_path)}}}}
+    lds = FileLds(upstream.port, tmp_path)
+    rare_flush = {"metrics": {"flush_ms": 60000}}
+    lds.publish({**render_envoy.plugin_config("enforce", policies(bot=0.0)), **rare_flush})
     # --drain-time-s 1: the old listener (and its filter configuration) goes a second after the
     # update, not after Envoy's default 10 minutes.
-    e = envoyctl.Envoy(boot, tmp_path / "envoy", name="lds_flush", extra_args=("--drain-time-s", "1"))
+    e = envoyctl.Envoy(lds.bootstrap(), tmp_path / "envoy", name="lds_flush", extra_args=("--drain-time-s", "1"))
     name = "wasmcustom.edgescore.decision.block"
     try:
         e.start()
@@ -462,7 +451,7 @@ def test_counts_are_flushed_when_a_listener_update_retires_the_filter(upstream, 
         assert [run.send(CURL).status for _ in range(n)] == [403] * n
         assert run.counter(name) == 0, "counted in the module until its tick (60 s away)"
         ok = run.counter("listener_manager.lds.update_success")
-        publish(listener(render_envoy.plugin_config("shadow", policies(bot=0.0))))
+        lds.publish({**render_envoy.plugin_config("shadow", policies(bot=0.0)), **rare_flush})
         deadline = time.monotonic() + 30
         while run.counter(name) < n and time.monotonic() < deadline:
             time.sleep(0.2)

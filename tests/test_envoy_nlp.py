@@ -18,10 +18,8 @@ import dataclasses
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
-import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -29,7 +27,7 @@ from pathlib import Path
 import pytest
 
 from demo import render_envoy, traffic
-from demo.loopback import free_port
+from demo.loopback import SilentServer, free_port
 from envoy_harness import require_build
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -281,33 +279,6 @@ def test_text_metrics_and_access_log(edge):
 
 # ---------------------------------------------------------------------------------------------
 # failures: fail open, within the timeout
-
-
-class SilentServer:
-    """Accepts connections on 127.0.0.1 and never answers: the NLP call can only time out."""
-
-    def __init__(self) -> None:
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(64)
-        self.port = self.sock.getsockname()[1]
-        self.conns: list[socket.socket] = []
-        self.closed = False
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while not self.closed:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            self.conns.append(conn)
-
-    def close(self) -> None:
-        self.closed = True
-        self.sock.close()
-        for c in self.conns:
-            c.close()
 
 
 def test_a_hanging_service_times_out_and_fails_open(nlp, upstream, start_envoy):

