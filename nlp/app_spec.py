@@ -21,14 +21,21 @@ class AppSpec:
     name: str
     route_prefix: str
     args: dict[str, Any] = field(default_factory=dict)
-    host: str = "127.0.0.1"
-    port: int = 8000
+    host: str = "127.0.0.1"  # where both doors listen
+    port: int | None = None  # the service port clients call: the replicas' own listener
+    serve_port: int = 8000  # Serve's HTTP proxy
 
     def with_serving(self, **overrides: Any) -> "AppSpec":
         """A copy with args.serving fields replaced (None values are ignored)."""
         spec = copy.deepcopy(self)
         serving = spec.args.setdefault("serving", {})
         serving.update({key: value for key, value in overrides.items() if value is not None})
+        return spec
+
+    def listening(self, host: str, port: int, serve_port: int) -> "AppSpec":
+        """A copy whose replicas listen on host:port and Serve's proxy on host:serve_port."""
+        spec = self.with_serving(ingress_host=host, ingress_port=port)
+        spec.host, spec.port, spec.serve_port = host, port, serve_port
         return spec
 
 
@@ -46,10 +53,13 @@ def load_app_spec(path: str | Path = DEFAULT_CONFIG_PATH) -> AppSpec:
             "settings from args"
         )
     http = document.get("http_options") or {}
+    args = application.get("args") or {}
+    ingress_port = (args.get("serving") or {}).get("ingress_port")
     return AppSpec(
         name=application.get("name", "edgescore-nlp"),
         route_prefix=application.get("route_prefix", "/"),
-        args=application.get("args") or {},
+        args=args,
         host=http.get("host", "127.0.0.1"),
-        port=int(http.get("port", 8000)),
+        port=int(ingress_port) if ingress_port is not None else None,
+        serve_port=int(http.get("port", 8000)),
     )

@@ -69,16 +69,31 @@ class ModelConfig:
 
 @dataclass(frozen=True)
 class ServingConfig:
-    """How Ray Serve runs the model."""
+    """How Ray Serve runs the model, and how much work a replica accepts."""
 
     num_replicas: int = 1
     num_cpus_per_replica: float = 1.0
+    # Each replica's own HTTP listener (nlp/ingress.py), the path Envoy calls: the same API
+    # as Serve's proxy without the proxy hop. Every replica on a node binds the same port
+    # (SO_REUSEPORT; the kernel spreads connections). None: Serve's proxy only.
+    ingress_host: str = "127.0.0.1"
+    ingress_port: int | None = None
+    # Texts are batched continuously: when the model is free it takes every queued short
+    # text (up to max_batch_size), so at low load nothing waits and under load batches fill
+    # while the previous one runs. batch_wait_timeout_s > 0 also waits that long for a
+    # fuller batch when fewer are queued (throughput at the cost of low-load latency).
     max_batch_size: int = 16
-    # The first request of a batch waits at most this long for company. Short: at low load
-    # a request should not sit idle; the queue fills while the model runs anyway.
-    batch_wait_timeout_s: float = 0.002
-    # None: 2 x max_batch_size, so a full batch can queue while the previous one runs.
-    # Serve's default (5) would cap batches at 5 requests per replica.
+    batch_wait_timeout_s: float = 0.0
+    # Admission (nlp/batcher.py): past max_queued_texts short texts waiting, or
+    # max_queued_long_texts long ones, a request gets 503 `overloaded` at once; a short text
+    # that has waited queue_timeout_s is answered 503 `queue_timeout` instead of run (its
+    # caller, the filter with a 500 ms timeout, is about to give up on it). See nlp/README.md
+    # for how these follow from the measured throughput.
+    max_queued_texts: int = 64
+    max_queued_long_texts: int = 4
+    queue_timeout_s: float = 0.25
+    # Requests in flight per replica on Serve's proxy path; None: max_queued_texts +
+    # max_batch_size, so that path queues no more than the replica's own limits accept.
     max_ongoing_requests: int | None = None
     max_bytes: int = 64 * 1024  # POST /score bodies larger than this get 413
     # A replica whose model fails to load is not retried in a loop: after this many failed
@@ -88,16 +103,25 @@ class ServingConfig:
     health_check_timeout_s: float = 30.0
     # OMP/MKL threads per replica process; ONNX Runtime's own pool is model.intra_op_threads.
     omp_num_threads: int = 1
+    # Each replica's counters reach the /stats sum over all replicas this often (and at
+    # once on every read of /stats through that replica); see nlp/service_stats.py.
+    stats_push_interval_s: float = 0.5
 
     def __post_init__(self) -> None:
         if self.num_replicas < 1:
             raise ConfigError("serving.num_replicas must be >= 1")
         if self.num_cpus_per_replica < 0:
             raise ConfigError("serving.num_cpus_per_replica must be >= 0")
+        if self.ingress_port is not None and not 0 < self.ingress_port < 65536:
+            raise ConfigError("serving.ingress_port must be a TCP port (1-65535) or null")
         if self.max_batch_size < 1:
             raise ConfigError("serving.max_batch_size must be >= 1")
         if not 0 <= self.batch_wait_timeout_s <= 1:
             raise ConfigError("serving.batch_wait_timeout_s must be between 0 and 1 second")
+        if self.max_queued_texts < 1 or self.max_queued_long_texts < 1:
+            raise ConfigError("serving.max_queued_texts and max_queued_long_texts must be >= 1")
+        if not 0 < self.queue_timeout_s <= 60:
+            raise ConfigError("serving.queue_timeout_s must be > 0 and <= 60 seconds")
         if self.max_ongoing_requests is not None and self.max_ongoing_requests < self.max_batch_size:
             raise ConfigError(
                 f"serving.max_ongoing_requests ({self.max_ongoing_requests}) is below "
@@ -109,30 +133,53 @@ class ServingConfig:
             raise ConfigError("serving.max_constructor_retry_count must be >= 1")
         if self.omp_num_threads < 1:
             raise ConfigError("serving.omp_num_threads must be >= 1")
+        if not 0 < self.stats_push_interval_s <= 60:
+            raise ConfigError("serving.stats_push_interval_s must be > 0 and <= 60 seconds")
 
     @property
     def effective_max_ongoing_requests(self) -> int:
-        return self.max_ongoing_requests or 2 * self.max_batch_size
+        return self.max_ongoing_requests or self.max_queued_texts + self.max_batch_size
+
+
+@dataclass(frozen=True)
+class CacheConfig:
+    """Verdicts of recently scored texts, per replica (nlp/verdict_cache.py).
+
+    Keyed by a hash of the text as the tokenizer normalises it, sentence by sentence, so a
+    repeat that differs only in what the model cannot see (case, accents, spacing within a
+    line, for the default uncased tokenizer) is answered without running the model again.
+    """
+
+    max_entries: int = 10_000  # 0 turns the cache off; one entry is ~0.3 KB
+    ttl_s: float = 300.0  # a verdict is reused for at most this long
+
+    def __post_init__(self) -> None:
+        if self.max_entries < 0:
+            raise ConfigError("cache.max_entries must be >= 0 (0: no cache)")
+        if self.ttl_s <= 0:
+            raise ConfigError("cache.ttl_s must be > 0")
 
 
 @dataclass(frozen=True)
 class ServiceConfig:
     model: ModelConfig = field(default_factory=ModelConfig)
     serving: ServingConfig = field(default_factory=ServingConfig)
+    cache: CacheConfig = field(default_factory=CacheConfig)
 
     @classmethod
     def from_mapping(cls, args: Mapping[str, Any] | None) -> "ServiceConfig":
-        """Build from `{"model": {...}, "serving": {...}}` (Serve application args)."""
+        """Build from `{"model": {...}, "serving": {...}, "cache": {...}}` (Serve app args)."""
         args = dict(args or {})
-        unknown = set(args) - {"model", "serving"}
+        unknown = set(args) - {"model", "serving", "cache"}
         if unknown:
-            raise ConfigError(f"unknown top-level settings: {sorted(unknown)} (use model/serving)")
+            raise ConfigError(f"unknown top-level settings: {sorted(unknown)} (use model/serving/cache)")
         model_args = _section(args.get("model"), ModelConfig, "model")
         if model_args.get("labels") is not None:
             model_args["labels"] = tuple(str(label) for label in model_args["labels"])
         return cls(
             model=ModelConfig(**model_args),
             serving=ServingConfig(**_section(args.get("serving"), ServingConfig, "serving")),
+            cache=CacheConfig(**_section(args.get("cache"), CacheConfig, "cache")),
         )
 
     def to_mapping(self) -> dict[str, Any]:

@@ -7,8 +7,9 @@ sequence-classification model it is the window's logits.
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
-from typing import Sequence
+from typing import Iterator, NamedTuple, Sequence
 
 import numpy as np
 
@@ -21,6 +22,12 @@ _TOKEN_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 
 class ModelLoadError(RuntimeError):
     """The model, tokenizer or head could not be loaded or do not fit together."""
+
+
+class TokenizedTexts(NamedTuple):
+    windows: list[list[int]]
+    owners: list[int]  # the text index of each window
+    token_counts: list[int]  # content tokens of each whole text (no special tokens)
 
 
 class OnnxEncoder:
@@ -53,6 +60,11 @@ class OnnxEncoder:
                 f"{body} content tokens of a {config.window_tokens}-token window"
             )
         self._pad_id = self._tokenizer.token_to_id("[PAD]") or 0
+        # Added tokens ([CLS], [MASK], ...) are matched in the raw text before the normaliser
+        # runs, so two texts that normalise alike can still tokenise apart if one spells one.
+        self._added_token_texts = tuple(
+            token.content.lower() for token in self._tokenizer.get_added_tokens_decoder().values()
+        )
 
         options = ort.SessionOptions()
         options.intra_op_num_threads = config.intra_op_threads
@@ -74,18 +86,25 @@ class OnnxEncoder:
         self._output = _pick_output(self._session, config.kind)
 
     def windows(self, texts: Sequence[str]) -> tuple[list[list[int]], list[int]]:
-        """Every text's model windows, and for each window the index of its text.
+        """Every text's model windows, and for each window the index of its text."""
+        tokenized = self.tokenize(texts)
+        return tokenized.windows, tokenized.owners
+
+    def tokenize(self, texts: Sequence[str]) -> TokenizedTexts:
+        """Windows of every text, from one batch call of the tokenizer.
 
         A text gets overlapping windows over its whole token sequence (one window when it
         fits) and, when it has more than one sentence, windows over each sentence on its
         own. A text with no tokens gets none.
         """
-        split = [sentences(text) for text in texts]
         pieces: list[str] = []
         piece_owner: list[int] = []
-        for text_index, (text, text_sentences) in enumerate(zip(texts, split)):
+        whole_text_piece: list[int] = []
+        for text_index, text in enumerate(texts):
+            whole_text_piece.append(len(pieces))
             pieces.append(text)
             piece_owner.append(text_index)
+            text_sentences = sentences(text)
             if len(text_sentences) > 1:
                 pieces.extend(text_sentences)
                 piece_owner.extend([text_index] * len(text_sentences))
@@ -105,11 +124,35 @@ class OnnxEncoder:
             ):
                 windows.append(window)
                 owners.append(text_index)
-        return windows, owners
+        token_counts = [len(encodings[piece].ids) for piece in whole_text_piece]
+        return TokenizedTexts(windows, owners, token_counts)
 
-    def token_count(self, text: str) -> int:
-        """Content tokens of the text (no special tokens); decides the service's lane."""
-        return len(self._tokenizer.encode(text, add_special_tokens=False).ids)
+    def cache_key(self, text: str) -> bytes:
+        """A digest that two texts share only if the model sees the same windows for both.
+
+        Windows are a function of each piece's pre-tokens (the whole text and, when it has
+        several, each sentence: sentences are split on the raw text), and those are what
+        the tokenizer's own normaliser and pre-tokenizer make of the piece. So the key hashes
+        those: for the default uncased tokenizer, case, accents and runs of spaces do not
+        make a new key; a line break, which starts a new sentence, does.
+        """
+        pieces = [text]
+        text_sentences = sentences(text)
+        if len(text_sentences) > 1:
+            pieces.extend(text_sentences)
+        lowered = text.lower()
+        if not any(token in lowered for token in self._added_token_texts):
+            pieces = [self._pre_tokens(piece) for piece in pieces]
+        joined = "\x1e".join(pieces).encode("utf-8", "surrogatepass")
+        return hashlib.blake2b(joined, digest_size=16).digest()
+
+    def _pre_tokens(self, piece: str) -> str:
+        normalizer, pre_tokenizer = self._tokenizer.normalizer, self._tokenizer.pre_tokenizer
+        if normalizer is not None:
+            piece = normalizer.normalize_str(piece)
+        if pre_tokenizer is not None:
+            piece = "\x1f".join(token for token, _ in pre_tokenizer.pre_tokenize_str(piece))
+        return piece
 
     @property
     def window_body_tokens(self) -> int:
@@ -117,18 +160,26 @@ class OnnxEncoder:
 
     def run(self, windows: list[list[int]]) -> np.ndarray:
         """One output row per window, computed in padding-bounded groups."""
-        runs = plan_runs(
-            [len(w) for w in windows], self.config.max_rows_per_run, self.config.max_padding_ratio
-        )
         out: np.ndarray | None = None
-        for run in runs:
-            values = self._run_once([windows[i] for i in run])
+        for run, values in self.run_groups(windows):
             if out is None:
                 out = np.empty((len(windows), values.shape[1]), dtype=np.float32)
             out[run] = values
         if out is None:
             raise ValueError("run() needs at least one window")
         return out
+
+    def run_groups(self, windows: list[list[int]]) -> Iterator[tuple[list[int], np.ndarray]]:
+        """(window indices, their output rows) per ONNX Runtime run, shortest windows first.
+
+        Runs are length buckets: each is padded only to its own longest window, and a
+        caller can answer the texts of a short bucket before the long ones have run.
+        """
+        runs = plan_runs(
+            [len(w) for w in windows], self.config.max_rows_per_run, self.config.max_padding_ratio
+        )
+        for run in runs:
+            yield run, self._run_once([windows[i] for i in run])
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """One row per text: its first whole-text window (training the head on messages)."""

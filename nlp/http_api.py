@@ -1,28 +1,50 @@
-"""The HTTP contract of the service, independent of Ray: parsing, limits, JSON shapes.
+"""The HTTP contract of the service, independent of Ray and of any web framework: parsing,
+limits, JSON shapes. Both doors (each replica's own listener, nlp/ingress.py, and Serve's
+proxy, nlp/app.py) turn a `Reply` into their framework's response.
 
 POST /score   {"text": "..."} -> 200 {"score", "label", "labels", "model"}
 GET  /healthz                 -> 200 {"status": "ok", "model"}
 GET  /stats                   -> 200 {"requests", "scored", ...} (see nlp/README.md)
+GET  /metrics                 -> 200 the same counters in Prometheus' text format
 Errors are JSON: {"error": "<code>", "message": "<what to fix>"} with a 4xx/5xx status.
 """
 
 from __future__ import annotations
 
 import json
-from typing import AsyncIterator
-
-from starlette.responses import JSONResponse
+from dataclasses import dataclass
+from typing import Any, AsyncIterator
 
 from nlp.model import Score
 
+JSON_TYPE = "application/json"
+
+
+@dataclass(frozen=True)
+class Reply:
+    status: int
+    body: bytes
+    content_type: str = JSON_TYPE
+    headers: tuple[tuple[str, str], ...] = ()
+
+
+def json_bytes(value: Any) -> bytes:
+    """Compact JSON, as Starlette's JSONResponse writes it."""
+    return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode()
+
+
+def json_reply(value: Any, status: int = 200) -> Reply:
+    return Reply(status, json_bytes(value))
+
 
 class ApiError(Exception):
-    def __init__(self, status: int, code: str, message: str) -> None:
+    def __init__(self, status: int, code: str, message: str, headers: tuple[tuple[str, str], ...] = ()) -> None:
         super().__init__(message)
-        self.status, self.code, self.message = status, code, message
+        self.status, self.code, self.message, self.headers = status, code, message, headers
 
-    def response(self) -> JSONResponse:
-        return JSONResponse({"error": self.code, "message": self.message}, status_code=self.status)
+    def reply(self) -> Reply:
+        body = json_bytes({"error": self.code, "message": self.message})
+        return Reply(self.status, body, headers=self.headers)
 
 
 async def read_capped_body(
@@ -66,8 +88,17 @@ def parse_score_request(body: bytes) -> str:
     return text
 
 
-def score_body(score: Score, model_id: str) -> dict:
-    return {"score": score.score, "label": score.label, "labels": score.labels, "model": model_id}
+def score_body(score: Score, model_id: str) -> bytes:
+    return json_bytes({"score": score.score, "label": score.label, "labels": score.labels, "model": model_id})
+
+
+def method_not_allowed(allowed: str) -> ApiError:
+    return ApiError(405, "method_not_allowed", f"use {allowed}", headers=(("allow", allowed),))
+
+
+def overloaded(code: str, message: str) -> ApiError:
+    """503 for admission: the caller (the filter) fails open at once instead of waiting."""
+    return ApiError(503, code, message, headers=(("retry-after", "1"),))
 
 
 def _too_large(size: int, max_bytes: int) -> ApiError:

@@ -1,11 +1,13 @@
 """The text classifier: encoder (tokenizer + ONNX Runtime) and head. No Ray, no HTTP.
 
-`TextClassifier.score_batch(texts)` is the one call the service makes per batch:
+`TextClassifier.score_batch(texts)` scores a batch (the service uses `prepare` and
+`score_prepared`, the same two steps, so that it can count and route before the model runs):
 - blank texts (nothing the tokenizer keeps) are answered `ok` without running the model;
 - every other text becomes one window, or several overlapping ones when it is longer than
   `window_tokens`; a text's result is that of its most abusive window;
-- all windows of the batch run together, grouped so that each ONNX Runtime run is padded
-  only to its own longest window (never to a fixed 128 or 512).
+- all windows of the batch are tokenised in one call and run in length buckets, each ONNX
+  Runtime run padded only to its own longest window (never to a fixed 128 or 512), shortest
+  first; a text's result is final as soon as the buckets holding its windows have run.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -39,10 +41,26 @@ class PreparedBatch:
     n_texts: int
     windows: list[list[int]]
     owners: list[int]  # the text index of each window
+    token_counts: list[int]  # content tokens of each whole text
 
     @property
     def texts_with_tokens(self) -> int:
         return len(set(self.owners))
+
+    def without(self, dropped: set[int]) -> "PreparedBatch":
+        """The batch less the texts at `dropped`, re-indexed in order."""
+        new_index, kept = {}, 0
+        for index in range(self.n_texts):
+            if index not in dropped:
+                new_index[index] = kept
+                kept += 1
+        pairs = [(w, new_index[o]) for w, o in zip(self.windows, self.owners) if o not in dropped]
+        return PreparedBatch(
+            n_texts=kept,
+            windows=[w for w, _ in pairs],
+            owners=[o for _, o in pairs],
+            token_counts=[c for i, c in enumerate(self.token_counts) if i not in dropped],
+        )
 
 
 class TextClassifier:
@@ -88,41 +106,58 @@ class TextClassifier:
         return self.score_prepared(self.prepare(texts))
 
     def prepare(self, texts: Sequence[str]) -> "PreparedBatch":
-        """Tokenise and window (cheap); the service counts windows before the model runs."""
-        windows, owners = self.encoder.windows(texts)
-        return PreparedBatch(n_texts=len(texts), windows=windows, owners=owners)
+        """Tokenise and window (cheap); the service counts and routes before the model runs."""
+        tokenized = self.encoder.tokenize(texts)
+        return PreparedBatch(
+            n_texts=len(texts),
+            windows=tokenized.windows,
+            owners=tokenized.owners,
+            token_counts=tokenized.token_counts,
+        )
 
-    def score_prepared(self, batch: "PreparedBatch") -> list[Score]:
-        probabilities = self._probabilities(batch.windows)
-        abuse = 1.0 - probabilities[:, self._ok_index]
-        most_abusive: dict[int, int] = {}
-        window_counts: dict[int, int] = {}
-        for w, text_index in enumerate(batch.owners):
-            window_counts[text_index] = window_counts.get(text_index, 0) + 1
-            best = most_abusive.get(text_index)
-            if best is None or abuse[w] > abuse[best]:
-                most_abusive[text_index] = w
+    def score_prepared(
+        self, batch: "PreparedBatch", on_text: Callable[[int, Score], None] | None = None
+    ) -> list[Score]:
+        """One Score per text, in order; `on_text(index, score)` as soon as each is final.
 
-        results = []
-        for text_index in range(batch.n_texts):
-            if text_index not in most_abusive:
-                results.append(self._blank_score())
-                continue
-            row = probabilities[most_abusive[text_index]]
-            results.append(
-                Score(
-                    score=float(abuse[most_abusive[text_index]]),
-                    label=self.labels[int(np.argmax(row))],
-                    labels={label: float(p) for label, p in zip(self.labels, row)},
-                    windows=window_counts[text_index],
-                )
-            )
-        return results
+        Blank texts are final at once; the others after the last length bucket holding one
+        of their windows, so the short texts of a mixed batch are answered first.
+        """
+        results: list[Score | None] = [None] * batch.n_texts
+        windows_left = [0] * batch.n_texts
+        for owner in batch.owners:
+            windows_left[owner] += 1
+        for index in range(batch.n_texts):
+            if windows_left[index] == 0:
+                results[index] = self._blank_score()
+                if on_text is not None:
+                    on_text(index, results[index])
+        if batch.windows:
+            best: dict[int, tuple[float, np.ndarray]] = {}  # text -> (abuse, probabilities)
+            window_counts = {index: n for index, n in enumerate(windows_left) if n}
+            for run, outputs in self.encoder.run_groups(batch.windows):
+                probabilities = self._head_probabilities(outputs)
+                abuse = 1.0 - probabilities[:, self._ok_index]
+                for row, window in enumerate(run):
+                    owner = batch.owners[window]
+                    if owner not in best or abuse[row] > best[owner][0]:
+                        best[owner] = (float(abuse[row]), probabilities[row])
+                    windows_left[owner] -= 1
+                    if windows_left[owner] == 0:
+                        results[owner] = self._score(*best[owner], window_counts[owner])
+                        if on_text is not None:
+                            on_text(owner, results[owner])
+        return results  # type: ignore[return-value]  # every slot is filled above
 
-    def _probabilities(self, windows: list[list[int]]) -> np.ndarray:
-        if not windows:
-            return np.zeros((0, len(self.labels)), dtype=np.float32)
-        outputs = self.encoder.run(windows)
+    def _score(self, abuse: float, probabilities: np.ndarray, windows: int) -> Score:
+        return Score(
+            score=abuse,
+            label=self.labels[int(np.argmax(probabilities))],
+            labels={label: float(p) for label, p in zip(self.labels, probabilities)},
+            windows=windows,
+        )
+
+    def _head_probabilities(self, outputs: np.ndarray) -> np.ndarray:
         if self.head is not None:
             if outputs.shape[1] != self.head.dim:
                 raise ModelLoadError(

@@ -1,15 +1,17 @@
 """Start, stop and inspect the NLP service.
 
-    python -m nlp.run start  [--port 8000] [--replicas N] [--max-batch-size N] [--config F]
+    python -m nlp.run start  [--port 8000] [--serve-port P] [--replicas N] [--config F] ...
     python -m nlp.run status
     python -m nlp.run stop
 
 Without RAY_ADDRESS, `start` launches a supervisor (nlp.local_service) that runs a Ray head
 of its own (loopback HTTP, niceness 0, a private temp dir) and deploys the app; `stop` ends
 that supervisor and then checks, by Unix session, that every process it started is gone.
-With RAY_ADDRESS set, `start` deploys the app onto that cluster and `stop` deletes the app;
-the cluster itself is left alone. Settings come from nlp/serve_config.yaml; the flags and
-EDGESCORE_NLP_PORT / EDGESCORE_NLP_STATE_DIR override it.
+`--port` (default 8000) is the service's port: the replicas' own listener, which answers
+the whole API; Serve's HTTP proxy goes on `--serve-port` (default: a free port).
+With RAY_ADDRESS set, `start` deploys the app onto that cluster (ports as in the YAML unless
+given) and `stop` deletes the app; the cluster itself is left alone. Settings come from
+nlp/serve_config.yaml; the flags and EDGESCORE_NLP_PORT / EDGESCORE_NLP_STATE_DIR override it.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -31,6 +34,7 @@ from nlp.local_service import STATE_FILE, deployment_errors, read_state, ray_tem
 from nlp.process_session import read_process, session_processes, terminate_session
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_PORT = 8000  # envoy.yaml's `nlp` cluster
 
 
 def default_state_dir() -> Path:
@@ -89,7 +93,7 @@ def start_on_cluster(spec: AppSpec, state_dir: Path, address: str) -> int:
 
     ray.init(address=address, namespace="edgescore-nlp", log_to_driver=False)
     try:
-        serve.start(http_options={"host": spec.host, "port": spec.port})
+        serve.start(http_options={"host": spec.host, "port": spec.serve_port})
         serve.run(build_app(spec.args), name=spec.name, route_prefix=spec.route_prefix)
     except Exception as err:
         # A failed app stays listed as DEPLOY_FAILED; remove it rather than leave it.
@@ -103,7 +107,7 @@ def start_on_cluster(spec: AppSpec, state_dir: Path, address: str) -> int:
     finally:
         ray.shutdown()
     write_state(state_dir, mode="cluster", status="ready", ray_address=address, app_name=spec.name,
-                host=spec.host, port=spec.port)
+                host=spec.host, port=spec.port, serve_port=spec.serve_port)
     print(f"deployed {spec.name} on {address} (route {spec.route_prefix})")
     return 0
 
@@ -154,7 +158,7 @@ def status(state_dir: Path) -> int:
     if state.get("mode") == "local" and not _supervisor_alive(state):
         print("supervisor is not running")
         return 3
-    base = f"http://{state['host']}:{state['port']}"
+    base = f"http://{state['host']}:{state.get('port') or state.get('serve_port')}"
     try:
         for route in ("/healthz", "/stats"):
             with urllib.request.urlopen(base + route, timeout=5) as response:
@@ -163,6 +167,12 @@ def status(state_dir: Path) -> int:
         print(f"{base} does not answer: {err}")
         return 1
     return 0
+
+
+def _free_port(host: str) -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
 
 
 def _supervisor_alive(state: dict) -> bool:
@@ -183,7 +193,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--config", type=Path, default=DEFAULT_CONFIG_PATH)
     parser.add_argument("--state-dir", type=Path, default=None)
     parser.add_argument("--host", default=None)
-    parser.add_argument("--port", type=int, default=None)
+    parser.add_argument("--port", type=int, default=None,
+                        help=f"the service port, the replicas' own listener (local default {DEFAULT_PORT})")
+    parser.add_argument("--serve-port", type=int, default=None, help="Serve's HTTP proxy (local default: a free port)")
     parser.add_argument("--replicas", type=int, default=None)
     parser.add_argument("--max-batch-size", type=int, default=None)
     parser.add_argument("--batch-wait-timeout-s", type=float, default=None)
@@ -203,9 +215,12 @@ def main(argv: list[str] | None = None) -> int:
         batch_wait_timeout_s=args.batch_wait_timeout_s,
         max_ongoing_requests=args.max_ongoing_requests,
     )
-    spec.host = args.host or spec.host
-    port = args.port or os.environ.get("EDGESCORE_NLP_PORT")
-    spec.port = int(port) if port else spec.port
+    host = args.host or spec.host
+    port = args.port or (int(os.environ["EDGESCORE_NLP_PORT"]) if os.environ.get("EDGESCORE_NLP_PORT") else None)
+    if os.environ.get("RAY_ADDRESS"):  # a shared cluster: the YAML's ports unless given
+        spec = spec.listening(host, port or spec.port, args.serve_port or spec.serve_port)
+    else:  # a head of our own: the service on --port, Serve's proxy out of the way
+        spec = spec.listening(host, port or DEFAULT_PORT, args.serve_port or _free_port(host))
     return start(spec, state_dir, args.num_cpus, args.timeout)
 
 

@@ -1,8 +1,9 @@
 """Added latency of the text path through Envoy, at low load (one request at a time).
 
-    .venv/bin/python -m benches.nlp_load.through_envoy [--seconds 8] [--rounds 3] [--json F]
+    .venv/bin/python -m benches.nlp_load.through_envoy [--seconds 8] [--rounds 3] [--overload-seconds 10] [--json F]
 
-Starts the NLP service (nlp.run, its own Ray head, a free loopback port, the shipped settings)
+Starts the NLP service (nlp.run, its own Ray head, a free loopback port, the shipped settings
+but a 1 ms cache TTL, so that the repeated messages reach the model every time)
 and one Envoy with envoy.yaml's configuration (the example models and the shipped `text`
 section, demo/render_envoy.py), its `nlp` cluster pointed at the service and every route
 answered by Envoy itself (`direct_response`, so no backend shares the CPU or the measurement).
@@ -18,8 +19,13 @@ nlp/data/messages.jsonl in a fixed order:
 
 The three are measured in interleaved rounds so that a change of machine load hits all alike.
 Added latency = envoy + text - direct. Any fail-open (edgescore_text_errors > 0) is reported:
-it would mean a measured request skipped the service. Only 127.0.0.1 is contacted; every
-process is stopped by PID (the service through `nlp.run stop`).
+it would mean a measured request skipped the service.
+
+Then the overload phase (overload.py): the service's capacity measured directly, and Envoy
+driven open-loop at twice that rate: how many texts got a verdict, how many failed open on
+the service's fast 503s, and how long the slowest request took against the filter's timeout.
+Only 127.0.0.1 is contacted; every process is stopped by PID (the service through `nlp.run
+stop`).
 """
 
 from __future__ import annotations
@@ -37,6 +43,8 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
+from benches.nlp_load import overload  # noqa: E402
+from benches.nlp_load.service_under_test import config_file  # noqa: E402
 from demo import envoyctl, render_envoy, traffic  # noqa: E402
 from demo.loopback import free_port  # noqa: E402
 
@@ -123,6 +131,7 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=8.0, help="per variant and round")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--warmup", type=float, default=2.0, help="seconds per variant before round 0")
+    ap.add_argument("--overload-seconds", type=float, default=10.0, help="0: skip the overload phase")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args()
     missing = render_envoy.missing_artifacts()
@@ -136,7 +145,9 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="nlp-envoy-bench-") as work:
         port = free_port()
         state_dir = str(Path(work) / "nlp")
-        nlp_run(state_dir, "start", "--port", str(port))
+        # The messages repeat: a 1 ms cache TTL keeps each variant on the model path.
+        config = config_file(Path(work), "no-repeat", cache={"ttl_s": 0.001})
+        nlp_run(state_dir, "start", "--port", str(port), "--config", str(config))
         envoy = envoyctl.Envoy(envoy_config(port), Path(work) / "envoy", name="bench", log_level="warning")
         try:
             envoy.start()
@@ -154,6 +165,10 @@ def main() -> int:
                     print(f"round {r} {v}: {len(measured)} requests, p50 {1000 * statistics.median(measured):.1f} ms",
                           file=sys.stderr)
             stats = envoy.stats(r"wasmcustom\.edgescore\.text\.")
+            overloaded = None
+            if args.overload_seconds > 0:
+                overloaded = overload.run(envoy, listener, port, texts, json_headers=chat_headers("application/json"),
+                                          seconds=args.overload_seconds, timeout_ms=render_envoy.text_config()["timeout_ms"])
         finally:
             envoy.stop()
             nlp_run(state_dir, "stop")
@@ -168,15 +183,19 @@ def main() -> int:
     for r in rows:
         print(f"| {r['variant']} | {r['requests']} | {r['p50_ms']:.1f} | {r['p99_ms']:.1f} | {r['mean_ms']:.1f} |")
     d, e, n = rows
-    print(f"\nadded by going through Envoy and the filter: p50 +{e['p50_ms'] - d['p50_ms']:.1f} ms, "
-          f"p99 +{e['p99_ms'] - d['p99_ms']:.1f} ms (the Envoy hop alone, no text call: p50 {n['p50_ms']:.1f} ms)")
+    print(f"\nadded by going through Envoy and the filter: p50 {e['p50_ms'] - d['p50_ms']:+.1f} ms, "
+          f"p99 {e['p99_ms'] - d['p99_ms']:+.1f} ms (the Envoy hop alone, no text call: p50 {n['p50_ms']:.1f} ms)")
     calls = stats.get("wasmcustom.edgescore.text.calls", 0)
     errors = stats.get("wasmcustom.edgescore.text.errors", 0)
     print(f"filter: {calls} NLP calls, {errors} errors/timeouts (fail-open), "
           f"{stats.get('wasmcustom.edgescore.text.decision.block', 0)} text blocks")
+    if overloaded is not None:
+        print("\n" + overload.describe(overloaded))
     if args.json:
-        args.json.write_text(json.dumps({"rows": rows, "text_calls": calls, "text_errors": errors}, indent=2))
-    return 1 if errors else 0
+        args.json.write_text(json.dumps({"rows": rows, "text_calls": calls, "text_errors": errors,
+                                         "overload": overloaded}, indent=2))
+    hung = overloaded is not None and not overloaded["within_timeout"]
+    return 1 if errors or hung else 0
 
 
 if __name__ == "__main__":

@@ -64,7 +64,7 @@ def test_bad_requests_get_400_with_a_reason(body, code):
     with pytest.raises(ApiError) as err:
         parse_score_request(body)
     assert err.value.status == 400 and err.value.code == code
-    payload = json.loads(err.value.response().body)
+    payload = json.loads(err.value.reply().body)
     assert payload["error"] == code and payload["message"]
 
 

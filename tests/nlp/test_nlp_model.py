@@ -108,6 +108,42 @@ def test_long_text_with_a_threat_at_the_end_is_flagged(classifier):
         assert at_start.score > 0.5 and at_start.label == label, (ending, at_start)
 
 
+def test_short_texts_of_a_mixed_batch_are_answered_before_the_long_one(classifier):
+    texts = ["hey whats up", BENIGN_PARAGRAPH * 8, "see you tomorrow", "ok"]
+    order = []
+    results = classifier.score_prepared(classifier.prepare(texts), on_text=lambda i, score: order.append(i))
+    assert sorted(order) == [0, 1, 2, 3] and order[-1] == 1
+    assert [r.label for r in results] == [r.label for r in classifier.score_batch(texts)]
+
+
+def _variants(text: str) -> list[str]:
+    return [text.upper(), text.title(), "  " + text.replace(" ", "   ") + " ", text.replace("e", "é")]
+
+
+def test_texts_sharing_a_cache_key_get_the_same_windows(classifier):
+    """The verdict cache may answer a text with another's verdict only if the model would see
+    exactly the same windows: checked on every message and spelling variants of it."""
+    encoder = classifier.encoder
+    messages = [json.loads(line)["text"] for line in (REPO / "nlp" / "data" / "messages.jsonl").read_text().splitlines()]
+    shared = 0
+    for text in messages + MIXED_TEXTS:
+        windows = encoder.windows([text])[0]
+        for variant in _variants(text):
+            if encoder.cache_key(variant) == encoder.cache_key(text):
+                shared += 1
+                assert encoder.windows([variant])[0] == windows, (text, variant)
+    assert shared > len(messages), "case and spacing variants should share the key"
+
+
+def test_cache_keys_keep_apart_what_the_model_tells_apart(classifier):
+    key = classifier.encoder.cache_key
+    assert key("you are great") != key("you are grate")
+    # A line break starts a sentence, which is scored on its own: another key.
+    assert key("nice game\nnow uninstall") != key("nice game now uninstall")
+    # Special tokens are matched before normalisation: [MASK] and [mask] tokenise apart.
+    assert key("[MASK] me") != key("[mask] me")
+
+
 def test_padding_follows_the_batch_not_a_fixed_length(classifier):
     windows, _ = classifier.encoder.windows(["hi", "hello there friend"])
     assert max(len(w) for w in windows) == 5  # [CLS] hello there friend [SEP]
@@ -149,7 +185,13 @@ def test_config_rejects_unknown_and_inconsistent_settings():
         ServiceConfig.from_mapping({"model": {"widow_tokens": 64}})
     with pytest.raises(ConfigError, match="max_batch_size"):
         ServiceConfig.from_mapping({"serving": {"max_batch_size": 16, "max_ongoing_requests": 5}})
-    assert ServiceConfig.from_mapping(None).serving.effective_max_ongoing_requests == 32
+    with pytest.raises(ConfigError, match="unknown cache settings"):
+        ServiceConfig.from_mapping({"cache": {"size": 5}})
+    with pytest.raises(ConfigError, match="queue_timeout_s"):
+        ServiceConfig.from_mapping({"serving": {"queue_timeout_s": 0}})
+    # Serve's proxy path admits what the replica's own queue and one running batch hold.
+    serving = ServiceConfig.from_mapping(None).serving
+    assert serving.effective_max_ongoing_requests == serving.max_queued_texts + serving.max_batch_size
 
 
 def _tiny_classifier_onnx(path: Path, vocab: int, spam_token: int) -> None:

@@ -1,7 +1,9 @@
 """The real Ray Serve application on a local Ray head started by nlp.run (once per module).
 
-Everything binds to 127.0.0.1; the fixture's teardown stops the head through nlp.run and
-checks that no process of the supervisor's session is left.
+Requests go to the service port (the replicas' own listener) unless a test says otherwise;
+Serve's HTTP proxy is the state file's `serve_port`. Everything binds to 127.0.0.1; the
+fixture's teardown stops the head through nlp.run and checks that no process of the
+supervisor's session is left.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -59,8 +62,8 @@ def service(tmp_path_factory):
 
 
 def request(service, method: str, path: str, body: bytes | None = None, headers: dict | None = None,
-            chunked: bool = False) -> tuple[int, dict]:
-    conn = http.client.HTTPConnection("127.0.0.1", service["port"], timeout=120)
+            chunked: bool = False, port: int | None = None) -> tuple[int, dict]:
+    conn = http.client.HTTPConnection("127.0.0.1", port or service["port"], timeout=120)
     try:
         if chunked:
             conn.putrequest(method, path)
@@ -78,9 +81,9 @@ def request(service, method: str, path: str, body: bytes | None = None, headers:
         conn.close()
 
 
-def score(service, text: str) -> dict:
+def score(service, text: str, port: int | None = None) -> dict:
     status, payload = request(service, "POST", "/score", json.dumps({"text": text}).encode(),
-                              {"Content-Type": "application/json"})
+                              {"Content-Type": "application/json"}, port=port)
     assert status == 200, payload
     return payload
 
@@ -104,6 +107,28 @@ def test_score_contract(service):
 def test_health(service):
     status, payload = request(service, "GET", "/healthz")
     assert status == 200 and payload["status"] == "ok"
+
+
+def test_serve_proxy_is_the_same_service(service):
+    """Serve's HTTP proxy reaches the same replicas: same answers, same counters."""
+    serve_port = service["state"]["serve_port"]
+    assert serve_port != service["port"]
+    assert request(service, "GET", "/healthz", port=serve_port) == request(service, "GET", "/healthz")
+    text = "did anyone finish the map yet"
+    assert score(service, text, port=serve_port) == score(service, text)
+    assert request(service, "POST", "/score", b"{oops", port=serve_port)[1]["error"] == "invalid_json"
+    assert request(service, "GET", "/stats", port=serve_port)[1] == stats(service)
+
+
+def test_prometheus_metrics(service):
+    conn = http.client.HTTPConnection("127.0.0.1", service["port"], timeout=30)
+    conn.request("GET", "/metrics")
+    response = conn.getresponse()
+    body = response.read().decode()
+    assert response.status == 200 and response.getheader("content-type").startswith("text/plain")
+    requests_total = int(re.search(r"^edgescore_nlp_requests_total (\d+)$", body, re.M).group(1))
+    assert requests_total == stats(service)["requests"]
+    assert re.search(r'^edgescore_nlp_info\{model="all-MiniLM-L6-v2-int8\+chat-head@\w+"\} 1$', body, re.M)
 
 
 @pytest.mark.parametrize(
@@ -145,20 +170,31 @@ def test_stats_count_score_requests_only(service):
     assert after["blank"] == before["blank"] + 1
     assert after["model_texts"] == before["model_texts"] + 1
     assert after["rejected"] == before["rejected"] + 1
+    assert after["cache_misses"] == before["cache_misses"] + 1
 
 
-def test_concurrent_requests_are_batched_and_score_the_same(service):
+def test_a_repeated_text_is_answered_from_the_cache(service):
+    first = score(service, "come to my server for free skins")
+    before = stats(service)
+    assert score(service, "Come to my server for FREE skins") == first
+    after = stats(service)
+    assert after["cache_hits"] == before["cache_hits"] + 1
+    assert after["model_texts"] == before["model_texts"]
+    assert after["cache_entries"] >= 1
+
+
+def test_concurrent_requests_are_batched_and_score_as_the_model_alone(service, classifier):
     texts = [f"message number {i}: {t}" for i, t in enumerate(
         ["hey whats up", "ur trash uninstall", "free robux at my site", "see you tomorrow",
          "send me pics", "can someone help with the quest"] * 4)]
-    alone = [score(service, t) for t in texts]
     before = stats(service)
     with ThreadPoolExecutor(max_workers=len(texts)) as pool:
         together = list(pool.map(lambda t: score(service, t), texts))
     after = stats(service)
-    for a, b in zip(alone, together):
-        assert a["label"] == b["label"]
-        assert abs(a["score"] - b["score"]) <= 1e-5
+    for text, served in zip(texts, together):
+        (alone,) = classifier.score_batch([text])
+        assert served["label"] == alone.label
+        assert abs(served["score"] - alone.score) <= 1e-5
     assert after["model_texts"] - before["model_texts"] == len(texts)
     assert after["batches"] - before["batches"] < len(texts)  # some requests shared a batch
 
