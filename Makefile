@@ -10,7 +10,7 @@ EDGESCORE_DEBUG := target/debug/edgescore
 EDGESCORE := target/release/edgescore
 
 # (models: see build)
-.PHONY: models envoy-yaml bench-envoy all build demo test test-rust test-python bench bench-peers bench-filter bench-models fixtures reference fuzz hostile-drive soak toolchain venv clean
+.PHONY: models envoy-yaml bench-envoy all build demo test test-rust test-python bench bench-peers bench-filter bench-models fixtures reference fuzz hostile-drive soak toolchain venv system-tools clean
 
 all: build
 
@@ -18,6 +18,18 @@ toolchain:
 	@command -v rustup >/dev/null || { echo "rustup is required (https://rustup.rs)"; exit 1; }
 	@rustup show active-toolchain >/dev/null 2>&1 || rustup toolchain install
 	@rustup target list --installed | grep -q wasm32-wasip1 || rustup target add wasm32-wasip1
+
+# Debian's prometheus (tests/test_prometheus.py scrapes Envoy with it) and chromium (the model
+# report's screenshot check): installed with apt-get on first use, as root, or refused clearly.
+SYSTEM_TOOLS := prometheus chromium
+system-tools:
+	@missing=""; for t in $(SYSTEM_TOOLS); do command -v $$t >/dev/null || missing="$$missing $$t"; done; \
+	if [ -n "$$missing" ]; then \
+	  [ "$$(id -u)" = 0 ] || { echo "make test needs Debian packages:$$missing (run: sudo apt-get install$$missing)"; exit 1; }; \
+	  echo "installing Debian packages:$$missing"; \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $$missing >/dev/null \
+	  || { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $$missing >/dev/null; }; \
+	fi
 
 venv: $(VENV)/.installed
 $(VENV)/.installed: requirements.txt requirements-nodeps.txt
@@ -64,7 +76,7 @@ envoy-yaml: venv
 
 # `make test` also builds the filter with a guest trap on demand (the cargo feature `test-trap`,
 # into target/test-wasm; never shipped) for tests/test_failure_policy.py.
-test: toolchain venv
+test: toolchain venv system-tools
 	$(CARGO) build -p edgescore-compile
 	$(CARGO) build --profile wasm --target wasm32-wasip1 -p edgescore-filter
 	$(TRIM) $(WASM)
@@ -74,6 +86,13 @@ test: toolchain venv
 	python3 -m demo.registry --cli $(EDGESCORE_DEBUG)
 	$(CARGO) test --workspace
 	EDGESCORE_BIN=$(CURDIR)/$(EDGESCORE_DEBUG) EDGESCORE_REQUIRE_BUILD=1 $(PY) -m pytest -q tests
+
+# docs/images/model-report.png (README.md, `edgescore inspect --html`): the bot model's report on
+# synthetic traffic, rendered by headless Chromium.
+.PHONY: model-report-screenshot
+model-report-screenshot: toolchain venv system-tools
+	$(CARGO) build -p edgescore-compile
+	EDGESCORE_BIN=$(CURDIR)/$(EDGESCORE_DEBUG) PYTHONPATH=. $(PY) tests/test_model_report.py --out docs/images/model-report.png --version $(MODEL_VERSION)
 
 # Regenerate the committed parity fixtures and reference models with the real libraries.
 fixtures: venv
@@ -138,9 +157,12 @@ nlp-status: venv
 # Retrain the classification head on nlp/data/messages.jsonl and refresh nlp/README.md.
 nlp-head: venv
 	$(PY) -m nlp.train_head --write-readme
+# The service against its own model in a plain loop, ratios and targets (benches/nlp_load/README.md):
+# 3 rounds, about 12 minutes; `--write-readme` puts the tables into that README.
 bench-nlp: venv
 	$(PY) -m benches.nlp_load.run
-# The text path's added latency: a qualifying POST through Envoy + the filter vs the service.
+# The text path's added latency: a qualifying POST through Envoy + the filter vs the service,
+# then Envoy at twice the service's capacity.
 bench-nlp-envoy: build venv
 	$(PY) -m benches.nlp_load.through_envoy
 

@@ -10,12 +10,19 @@ verdict beside the tree scores; then a few edgescore lines of /stats/prometheus.
 nothing (`make demo` runs `make build` first) and stops what it started by PID (the NLP
 service through `nlp.run stop`, which ends its supervisor and Ray's processes), also on Ctrl-C
 or failure. `--no-nlp` leaves the NLP service out (the text path then fails open).
+
+`--serve-only` starts the same system and sends nothing: it serves until Ctrl-C (or a SIGTERM
+to its PID), for your own requests, `python -m demo.traffic` or a guide
+(docs/security-teams.md), with the options that guide needs: the filter's feature log on
+(`--feature-log RATE`), the access log also written to a file (`--access-log PATH`), another
+model registry and the public keys Envoy trusts for it (`--registry-dir`, `--registry-pub`),
+and other listener and admin addresses (`--listener`, `--admin`).
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
+import ipaddress
 import json
 import os
 import shutil
@@ -41,7 +48,7 @@ BACKEND = ("127.0.0.1", 8081)
 NLP = ("127.0.0.1", render_envoy.NLP_PORT)
 REGISTRY = ("127.0.0.1", render_envoy.REGISTRY_PORT)
 # The path of the requests that check which models answer (left out of the tables).
-PROBE_PATH = "/?edgescore-demo-probe"
+PROBE_PATH = traffic.PROBE_PATH
 
 
 class NlpService:
@@ -158,7 +165,8 @@ def served_versions(envoy: envoyctl.Envoy) -> dict[str, int]:
     return {k[len(prefix):]: v for k, v in envoy.stats(r"registry\.version\.").items() if k.startswith(prefix)}
 
 
-def wait_for_models(envoy: envoyctl.Envoy, versions: dict[str, int], timeout: float = 30.0) -> None:
+def wait_for_models(envoy: envoyctl.Envoy, listener: tuple[str, int], versions: dict[str, int],
+                    timeout: float = 30.0) -> None:
     """Until every worker serves `versions` (the poller polls every few seconds; until then the
     filter has no model and applies on_error: allow)."""
     deadline = time.monotonic() + timeout
@@ -169,10 +177,8 @@ def wait_for_models(envoy: envoyctl.Envoy, versions: dict[str, int], timeout: fl
     # The gauges are process-wide, and Envoy also keeps a root context on its main thread that
     # takes each update: wait until a request is answered by these versions too.
     want = {f"{n}@{v}" for n, v in versions.items()}
-    probe = dataclasses.replace(next(r for r in traffic.requests() if r.kind == "browser" and not r.body), path=PROBE_PATH)
     while True:
-        resp = traffic.send(*LISTENER, probe)
-        if resp.status == 200 and want <= set(parse_raw(json.loads(resp.body).get("x-edgescore"))):
+        if want <= set(traffic.answering_models(*listener) or ()):
             break
         if time.monotonic() > deadline:
             raise RuntimeError(f"requests are not answered by {sorted(want)} yet")
@@ -180,7 +186,7 @@ def wait_for_models(envoy: envoyctl.Envoy, versions: dict[str, int], timeout: fl
     print(f"   registry models served: {', '.join(sorted(want))}")
 
 
-def live_update_step(envoy: envoyctl.Envoy, cli: Path) -> None:
+def live_update_step(envoy: envoyctl.Envoy, listener: tuple[str, int], cli: Path) -> None:
     """Publishes a new version of `bot` while requests flow, and shows which version answered
     each one: no restart, no configuration push, no failed request."""
     print("== live model update: `edgescore publish` of a new bot version while requests flow")
@@ -193,9 +199,9 @@ def live_update_step(envoy: envoyctl.Envoy, cli: Path) -> None:
         i = 0
         while not stop.is_set():
             try:
-                resp = traffic.send(*LISTENER, reqs[i % len(reqs)])
+                resp = traffic.send(*listener, reqs[i % len(reqs)])
                 scores = json.loads(resp.body).get("x-edgescore") if resp.status == 200 else None
-                version = next((k for k in parse_raw(scores) if k.startswith("bot@")), f"HTTP {resp.status}")
+                version = next((k for k in traffic.model_ids(scores) if k.startswith("bot@")), f"HTTP {resp.status}")
                 answered.append((version, resp.status))
             except (OSError, ValueError) as e:
                 answered.append((f"error: {e}", 0))
@@ -210,7 +216,7 @@ def live_update_step(envoy: envoyctl.Envoy, cli: Path) -> None:
     target = registry.active_versions()
     t0 = time.monotonic()
     try:
-        wait_for_models(envoy, target)
+        wait_for_models(envoy, listener, target)
         print(f"   every worker serves bot@{target['bot']} {time.monotonic() - t0:.1f} s after the publish")
         time.sleep(1.0)
     finally:
@@ -229,16 +235,11 @@ def live_update_step(envoy: envoyctl.Envoy, cli: Path) -> None:
     print()
 
 
-def parse_raw(s: str | None) -> list[str]:
-    """The model ids of a score header, as they appear (`bot@3`, `bot@4~shadow`)."""
-    return [part.split("=", 1)[0] for part in (s or "").split(";") if "=" in part]
-
-
 def _interrupt(signum, frame) -> None:
     raise KeyboardInterrupt
 
 
-def chat_step(envoy: envoyctl.Envoy, nlp: NlpService | None, names: list[str]) -> None:
+def chat_step(envoy: envoyctl.Envoy, listener: tuple[str, int], nlp: NlpService | None, names: list[str]) -> None:
     """Chat-like POSTs: the tree scores beside the NLP service's text verdict."""
     reqs = traffic.chat_requests()
     calls_before = (nlp.stats() if nlp else {}).get("requests", 0)
@@ -246,7 +247,7 @@ def chat_step(envoy: envoyctl.Envoy, nlp: NlpService | None, names: list[str]) -
     for i, r in enumerate(reqs):
         r.path = f"{r.path}?n={i}"  # to find each request's access-log line
         t0 = time.perf_counter()
-        resp = traffic.send(*LISTENER, r)
+        resp = traffic.send(*listener, r)
         results.append((resp, 1000 * (time.perf_counter() - t0)))
     deadline = time.monotonic() + 5
     while True:
@@ -276,12 +277,142 @@ def chat_step(envoy: envoyctl.Envoy, nlp: NlpService | None, names: list[str]) -
     print()
 
 
+def tour(envoy: envoyctl.Envoy, listener: tuple[str, int], nlp: NlpService | None, cli: Path) -> None:
+    """What `make demo` shows once Envoy serves: the demo requests and their scores, a block
+    reply, the NLP service's readiness, a live model update, the chat-like POSTs, the metrics."""
+    reqs = traffic.requests()
+    results = []
+    for r in reqs:
+        resp = traffic.send(*listener, r)
+        results.append(resp)
+    # The access log (stdout) is flushed by Envoy about once a second.
+    deadline = time.monotonic() + 5
+    def tree_logs() -> list[dict]:
+        return [ln for ln in envoy.access_log() if ln.get("path") != PROBE_PATH]
+
+    logs = tree_logs()
+    while len(logs) < len(reqs) and time.monotonic() < deadline:
+        time.sleep(0.2)
+        logs = tree_logs()
+
+    names = [m.name for m in render_envoy.EXAMPLE_MODELS]
+    hdr = f"{'#':>2} {'truth':7} {'request':22} {'method path':34} " + " ".join(f"{n:>8}" for n in names) + f"  {'decision':34} status"
+    print("== requests through Envoy (scores from the access log's filter state)")
+    print(hdr)
+    print("-" * len(hdr))
+    for i, (r, resp) in enumerate(zip(reqs, results)):
+        log = logs[i] if i < len(logs) else {}
+        decision, scores = parse_state(log.get("edgescore"))
+        path = r.path if len(r.path) <= 28 else r.path[:25] + "..."
+        cells = " ".join(f"{scores.get(n, '-'):>8}" for n in names)
+        print(f"{i + 1:>2} {r.kind:7} {r.name:22} {r.method + ' ' + path:34} {cells}  {decision:34} {resp.status}")
+    print()
+    blocked = [resp for resp in results if resp.status != 200]
+    if blocked:
+        b = blocked[0]
+        print(f"== a block reply: HTTP {b.status}, x-edgescore-decision: {dict(b.headers).get('x-edgescore-decision')}, "
+              f"body {b.body!r}")
+    allowed = next((resp for resp in results if resp.status == 200), None)
+    if allowed:
+        echo = json.loads(allowed.body)
+        print(f"== what the backend received for request 1: x-edgescore: {echo.get('x-edgescore')}, "
+              f"x-edgescore-decision: {echo.get('x-edgescore-decision')}")
+    print()
+    if nlp is not None:
+        print(f"== waiting for the NLP service (Ray Serve; nlp.run start pid {nlp.proc.pid}) ...", flush=True)
+        t0 = time.monotonic()
+        if nlp.wait_ready():
+            print(f"   ready after {time.monotonic() - t0:.0f} s more: {nlp.url}, model {nlp.stats().get('model')}")
+        print()
+    live_update_step(envoy, listener, cli)
+    chat_step(envoy, listener, nlp, names)
+    print("== /stats/prometheus (edgescore lines; of the score histograms only _count, _sum and le=\"900\")")
+    deadline = time.monotonic() + 7  # histograms appear at Envoy's next stats flush (5 s)
+    while True:
+        prom = envoy.prometheus()
+        flushed = f'edgescore_model_score_permille_count{{model="{names[0]}"}} 0' not in prom and (
+            nlp is None or "edgescore_text_latency_ms_count{} 0" not in prom)
+        if flushed or time.monotonic() > deadline:
+            break
+        time.sleep(0.25)
+    for line in prom.splitlines():
+        if "edgescore" in line and not line.startswith("#") and ("_bucket" not in line or 'le="900"' in line):
+            print("   " + line)
+
+
+def loopback_address(text: str) -> tuple[str, int]:
+    """`HOST:PORT` for a listener the demo binds: loopback only (the demo is not for a network)."""
+    host, sep, port = text.rpartition(":")
+    try:
+        loopback = ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = False
+    if not sep or not port.isdigit() or not loopback:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a loopback HOST:PORT such as 127.0.0.1:10000")
+    return host, int(port)
+
+
+def shown(path: Path) -> Path:
+    """`path` as printed: relative to the repository root when under it, as commands use it."""
+    path = path.resolve()
+    return path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+
+
+def sample_rate(text: str) -> float:
+    rate = float(text)
+    if not 0.0 <= rate <= 1.0:
+        raise argparse.ArgumentTypeError(f"{text} is not a rate between 0 and 1")
+    return rate
+
+
+def edit_plugin_configs(cfg: dict, edit) -> None:
+    """Applies `edit` to the plugin JSON of the filter and of the registry poller: envoy.yaml
+    gives both the same configuration (a YAML alias), and the poller reads the registry's
+    public keys from its own."""
+    holders = [render_envoy.wasm_filter(cfg)["configuration"]]
+    holders += [ext["typed_config"]["config"]["configuration"] for ext in cfg.get("bootstrap_extensions", [])
+                if ext["typed_config"]["config"].get("root_id") == render_envoy.REGISTRY_ROOT_ID]
+    for holder in holders:
+        plugin = json.loads(holder["value"])
+        edit(plugin)
+        holder["value"] = json.dumps(plugin)
+
+
+def add_file_access_log(cfg: dict, path: Path) -> None:
+    """A second access log, to `path`, in the stdout log's format (the demo reads stdout's)."""
+    hcm = render_envoy.hcm(cfg)
+    log_format = json.loads(json.dumps(hcm["access_log"][0]["typed_config"]["log_format"]))
+    hcm["access_log"].append({"name": "envoy.access_loggers.file", "typed_config": {
+        "@type": "type.googleapis.com/envoy.extensions.access_loggers.file.v3.FileAccessLog",
+        "path": str(path), "log_format": log_format}})
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--cli", default=str(ROOT / "target" / "release" / "edgescore"))
     ap.add_argument("--keep-running", action="store_true", help="leave Envoy and the backend up until Ctrl-C")
     ap.add_argument("--no-nlp", action="store_true", help="do not start the NLP service (the text path fails open)")
+    ap.add_argument("--serve-only", action="store_true",
+                    help="send nothing: start the system and serve until Ctrl-C or SIGTERM")
+    ap.add_argument("--listener", type=loopback_address, default=LISTENER, metavar="HOST:PORT",
+                    help=f"Envoy's listener (default {LISTENER[0]}:{LISTENER[1]})")
+    ap.add_argument("--admin", type=loopback_address, default=ADMIN, metavar="HOST:PORT",
+                    help=f"Envoy's admin interface (default {ADMIN[0]}:{ADMIN[1]})")
+    ap.add_argument("--feature-log", type=sample_rate, default=0.0, metavar="RATE",
+                    help="feature_log.sample_rate: the share of requests whose feature vector and scores "
+                         "the access log carries (1.0: every request; default 0)")
+    ap.add_argument("--access-log", type=Path, metavar="PATH", help="also write Envoy's access log to this file")
+    ap.add_argument("--registry-dir", type=Path, metavar="DIR",
+                    help=f"serve this model registry instead of {registry.REGISTRY_DIR.relative_to(ROOT)}, "
+                         "as it is (with --serve-only)")
+    ap.add_argument("--registry-pub", type=Path, action="append", metavar="NAME.pub",
+                    help=f"a public key Envoy accepts the registry's manifest signed by (repeatable; with "
+                         f"--serve-only; default {render_envoy.DEMO_PUB.relative_to(ROOT)})")
     args = ap.parse_args(argv)
+    # The tour publishes a new bot to the demo registry with the demo key: another registry or
+    # other keys are for --serve-only.
+    if (args.registry_dir or args.registry_pub) and not args.serve_only:
+        ap.error("--registry-dir and --registry-pub go with --serve-only")
     # `kill PID` (and a job control SIGTERM) must stop what the demo started, like Ctrl-C.
     signal.signal(signal.SIGTERM, _interrupt)
 
@@ -292,23 +423,51 @@ def main(argv: list[str] | None = None) -> int:
     if render_envoy.render() != render_envoy.ENVOY_YAML.read_text():
         print("note: envoy.yaml is stale (run `make envoy-yaml`); the demo uses a freshly rendered copy",
               file=sys.stderr)
-    busy = [f"{h}:{p}" for h, p in (LISTENER, ADMIN, BACKEND) if not port_free(h, p)]
+    listener, admin = args.listener, args.admin
+    # The listener and the admin interface are what a user talks to: refuse to move them. The
+    # backend, the registry and the NLP service are Envoy's business: free ports do.
+    busy = [f"{h}:{p}" for h, p in (listener, admin) if not port_free(h, p)]
     if busy:
         print(f"ports in use: {', '.join(busy)} (another demo or Envoy running?)", file=sys.stderr)
         return 1
+    registry_dir = args.registry_dir.resolve() if args.registry_dir else registry.REGISTRY_DIR
+    public_keys = [Path(k) for k in args.registry_pub or [render_envoy.DEMO_PUB]]
     try:
-        for line in registry.publish_examples(Path(args.cli)):
-            print("   " + line)
-    except (OSError, RuntimeError) as e:
-        print(f"cannot publish the example models to {registry.REGISTRY_DIR}: {e}", file=sys.stderr)
+        keys = [json.loads(k.read_text()) for k in public_keys]
+    except (OSError, ValueError) as e:
+        print(f"cannot read a --registry-pub key: {e}", file=sys.stderr)
+        return 2
+    if args.registry_dir is None:
+        try:
+            for line in registry.publish_examples(Path(args.cli)):
+                print("   " + line)
+        except (OSError, RuntimeError) as e:
+            print(f"cannot publish the example models to {registry.REGISTRY_DIR}: {e}", file=sys.stderr)
+            return 2
+    served = registry.active_versions(registry_dir)
+    if not served:
+        print(f"{registry_dir}: no manifest with active models (publish some with `edgescore publish`)", file=sys.stderr)
         return 2
 
     work = Path(tempfile.mkdtemp(prefix="edgescore-demo-"))
     cfg = render_envoy.load_config(registry=True)
+    cfg["static_resources"]["listeners"][0]["address"]["socket_address"].update(address=listener[0], port_value=listener[1])
+    cfg["admin"]["address"]["socket_address"].update(address=admin[0], port_value=admin[1])
+
+    def plugin_edit(plugin: dict) -> None:
+        plugin["feature_log"]["sample_rate"] = args.feature_log
+        plugin["registry"]["public_keys"] = keys
+
+    edit_plugin_configs(cfg, plugin_edit)
+    access_log = args.access_log.resolve() if args.access_log else None
+    if access_log is not None:
+        add_file_access_log(cfg, access_log)
     # Someone's own `make nlp-up` (or anything else) may hold envoy.yaml's ports: run ours on
     # free ones and point this demo's copy of the configuration at them.
     registry_port = REGISTRY[1] if port_free(*REGISTRY) else free_port()
     render_envoy.set_cluster_address(cfg, "registry", REGISTRY[0], registry_port)
+    backend_port = BACKEND[1] if port_free(*BACKEND) else free_port()
+    render_envoy.set_cluster_address(cfg, "backend", BACKEND[0], backend_port)
     nlp = None
     if not args.no_nlp:
         port = NLP[1] if port_free(*NLP) else free_port()
@@ -318,7 +477,7 @@ def main(argv: list[str] | None = None) -> int:
         nlp = NlpService(port, work / "nlp")
     config = work / "envoy.json"
     config.write_text(json.dumps(cfg, indent=1))
-    registry_server = registry.RegistryServer(registry.REGISTRY_DIR, registry_port)
+    registry_server = registry.RegistryServer(registry_dir, registry_port)
 
     backend = None
     envoy = envoyctl.Envoy(config, work, cwd=ROOT, concurrency=1, log_level="warning",
@@ -326,17 +485,22 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if nlp is not None:
             nlp.start()  # Ray starts while the CLI step and the tree requests run
-        if Path(args.cli).is_file():
+        if Path(args.cli).is_file() and not args.serve_only:
             cli_step(Path(args.cli))
-        backend = subprocess.Popen([sys.executable, str(HERE / "backend.py"), "--host", BACKEND[0], "--port", str(BACKEND[1])],
+        backend = subprocess.Popen([sys.executable, str(HERE / "backend.py"), "--host", BACKEND[0], "--port", str(backend_port)],
                                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                    start_new_session=True)
-        wait_port(*BACKEND, backend)
+        wait_port(BACKEND[0], backend_port, backend)
         envoy.start()
-        print(f"== Envoy pid {envoy.pid} on http://{LISTENER[0]}:{LISTENER[1]} (admin {envoy.admin}), "
-              f"backend pid {backend.pid} on http://{BACKEND[0]}:{BACKEND[1]}, "
-              f"registry {registry.REGISTRY_DIR.relative_to(ROOT)} on http://{REGISTRY[0]}:{registry_port}")
-        wait_for_models(envoy, registry.active_versions())
+        print(f"== Envoy pid {envoy.pid} on http://{listener[0]}:{listener[1]} (admin {envoy.admin}), "
+              f"backend pid {backend.pid} on http://{BACKEND[0]}:{backend_port}, "
+              f"registry {shown(registry_dir)} on http://{REGISTRY[0]}:{registry_port}")
+        print("   registry keys Envoy trusts: " + ", ".join(f"{k.get('key_id')} ({shown(p)})" for k, p in zip(keys, public_keys)))
+        if args.feature_log > 0:
+            print(f"   feature log: sample_rate {args.feature_log} (the access log's edgescore_features)")
+        if access_log is not None:
+            print(f"   access log (JSON lines) also -> {access_log}")
+        wait_for_models(envoy, listener, served)
         seen = set()  # one line per VM (the main thread's and each worker's): print it once
         for line in envoy.log_path.read_text(errors="replace").splitlines():
             if "edgescore:" in line:
@@ -345,69 +509,15 @@ def main(argv: list[str] | None = None) -> int:
                     seen.add(msg)
                     print("   " + msg)
         print()
-
-        reqs = traffic.requests()
-        results = []
-        for r in reqs:
-            resp = traffic.send(*LISTENER, r)
-            results.append(resp)
-        # The access log (stdout) is flushed by Envoy about once a second.
-        deadline = time.monotonic() + 5
-        def tree_logs() -> list[dict]:
-            return [ln for ln in envoy.access_log() if ln.get("path") != PROBE_PATH]
-
-        logs = tree_logs()
-        while len(logs) < len(reqs) and time.monotonic() < deadline:
-            time.sleep(0.2)
-            logs = tree_logs()
-
-        names = [m.name for m in render_envoy.EXAMPLE_MODELS]
-        hdr = f"{'#':>2} {'truth':7} {'request':22} {'method path':34} " + " ".join(f"{n:>8}" for n in names) + f"  {'decision':34} status"
-        print("== requests through Envoy (scores from the access log's filter state)")
-        print(hdr)
-        print("-" * len(hdr))
-        for i, (r, resp) in enumerate(zip(reqs, results)):
-            log = logs[i] if i < len(logs) else {}
-            decision, scores = parse_state(log.get("edgescore"))
-            path = r.path if len(r.path) <= 28 else r.path[:25] + "..."
-            cells = " ".join(f"{scores.get(n, '-'):>8}" for n in names)
-            print(f"{i + 1:>2} {r.kind:7} {r.name:22} {r.method + ' ' + path:34} {cells}  {decision:34} {resp.status}")
-        print()
-        blocked = [resp for resp in results if resp.status != 200]
-        if blocked:
-            b = blocked[0]
-            print(f"== a block reply: HTTP {b.status}, x-edgescore-decision: {dict(b.headers).get('x-edgescore-decision')}, "
-                  f"body {b.body!r}")
-        allowed = next((resp for resp in results if resp.status == 200), None)
-        if allowed:
-            echo = json.loads(allowed.body)
-            print(f"== what the backend received for request 1: x-edgescore: {echo.get('x-edgescore')}, "
-                  f"x-edgescore-decision: {echo.get('x-edgescore-decision')}")
-        print()
-        if nlp is not None:
-            print(f"== waiting for the NLP service (Ray Serve; nlp.run start pid {nlp.proc.pid}) ...", flush=True)
-            t0 = time.monotonic()
-            if nlp.wait_ready():
-                print(f"   ready after {time.monotonic() - t0:.0f} s more: {nlp.url}, model {nlp.stats().get('model')}")
-            print()
-        live_update_step(envoy, Path(args.cli))
-        chat_step(envoy, nlp, names)
-        print("== /stats/prometheus (edgescore lines; of the score histograms only _count, _sum and le=\"900\")")
-        deadline = time.monotonic() + 7  # histograms appear at Envoy's next stats flush (5 s)
-        while True:
-            prom = envoy.prometheus()
-            flushed = f'edgescore_model_{names[0]}_score_permille_count{{}} 0' not in prom and (
-                nlp is None or "edgescore_text_latency_ms_count{} 0" not in prom)
-            if flushed or time.monotonic() > deadline:
-                break
-            time.sleep(0.25)
-        for line in prom.splitlines():
-            if "edgescore" in line and not line.startswith("#") and ("_bucket" not in line or 'le="900"' in line):
-                print("   " + line)
+        if args.serve_only:
+            print(f"== serving until Ctrl-C (or kill {os.getpid()})", flush=True)
+            while True:
+                time.sleep(3600)
+        tour(envoy, listener, nlp, Path(args.cli))
         if args.keep_running:
             print(f"\nEnvoy, the backend and the NLP service keep running: try curl -v "
-                  f"http://{LISTENER[0]}:{LISTENER[1]}/wp-login.php or curl -H 'content-type: text/plain' "
-                  f"--data 'you idiot' http://{LISTENER[0]}:{LISTENER[1]}/chat (Ctrl-C stops them)")
+                  f"http://{listener[0]}:{listener[1]}/wp-login.php or curl -H 'content-type: text/plain' "
+                  f"--data 'you idiot' http://{listener[0]}:{listener[1]}/chat (Ctrl-C stops them)")
             while True:
                 time.sleep(3600)
         return 0

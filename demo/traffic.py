@@ -4,13 +4,32 @@ The header order matters (`header_order` is a model feature), so requests are se
 http.client with no automatic Host or Accept-Encoding: exactly the headers listed, in order.
 Used by demo/run.py, tests/test_envoy.py, tests/test_envoy_nlp.py and the load benches
 (benches/envoy_load/run.py, benches/nlp_load/run.py).
+
+As a command, it sends the demo's 15 requests through a running demo Envoy
+(`python -m demo.run --serve-only`) and says how they were answered:
+
+    python -m demo.traffic --send 127.0.0.1:10000 [--repeat N] [--labels-out labels.csv]
+                           [--wait-for bot@2~shadow]
+
+`--labels-out` writes `request_id,is_bot` for every request sent: the request id Envoy returned
+in `x-request-id` (the one its access log records) and what the request imitates. It stands for
+the outcomes a security team learns later about real traffic (docs/security-teams.md).
+`--wait-for MODEL_ID` first waits until requests are answered by that registry model (`bot@3`,
+or a shadow challenger, `bot@2~shadow`).
 """
 
 from __future__ import annotations
 
+import argparse
+import csv
+import dataclasses
 import http.client
 import json
+import sys
+import time
+from collections import Counter
 from dataclasses import dataclass, field
+from pathlib import Path
 
 CHROME_UA = ("Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) "
              "Chrome/131.0.0.0 Safari/537.36")
@@ -175,3 +194,136 @@ def send(host: str, port: int, req: DemoRequest, timeout: float = 10.0) -> Respo
         return Response(r.status, [(k.lower(), v) for k, v in r.getheaders()], body)
     finally:
         conn.close()
+
+
+# The path of the requests that check which models answer (demo/run.py leaves them out of its
+# tables; they pass through the filter and its feature log like any other request).
+PROBE_PATH = "/?edgescore-demo-probe"
+# Consecutive probes, each on a fresh connection, that must name the awaited model: Envoy
+# spreads new connections over its workers, and each worker swaps models on its own tick.
+PROBES_IN_A_ROW = 5
+
+
+def model_ids(scores_header: str | None) -> list[str]:
+    """The model ids of a score header, as they appear (`bot@3`, `bot@4~shadow`)."""
+    return [part.split("=", 1)[0] for part in (scores_header or "").split(";") if "=" in part]
+
+
+def probe_request() -> DemoRequest:
+    """A browser-like request every demo model lets through: the backend's echo of it shows the
+    score header, which names every model that scored it."""
+    home = next(r for r in requests() if r.kind == "browser" and not r.body)
+    return dataclasses.replace(home, path=PROBE_PATH)
+
+
+def answering_models(host: str, port: int) -> list[str] | None:
+    """The model ids that scored one probe, or None if it was not answered 200."""
+    resp = send(host, port, probe_request())
+    if resp.status != 200:
+        return None
+    return model_ids(json.loads(resp.body).get("x-edgescore"))
+
+
+def wait_for_model(host: str, port: int, model_id: str, timeout: float = 30.0) -> float:
+    """Seconds until PROBES_IN_A_ROW probes in a row are scored by `model_id`; TimeoutError
+    naming what answered instead."""
+    t0 = time.monotonic()
+    in_a_row, last = 0, None
+    while in_a_row < PROBES_IN_A_ROW:
+        last = answering_models(host, port)
+        in_a_row = in_a_row + 1 if last is not None and model_id in last else 0
+        if in_a_row == 0:
+            if time.monotonic() - t0 > timeout:
+                raise TimeoutError(f"{model_id} does not answer after {timeout:.0f} s (the last probe was scored by "
+                                   f"{', '.join(last) if last else 'no model'})")
+            time.sleep(0.2)
+    return time.monotonic() - t0
+
+
+@dataclass
+class Sent:
+    request: DemoRequest
+    response: Response
+
+    @property
+    def request_id(self) -> str | None:
+        return dict(self.response.headers).get("x-request-id")
+
+    @property
+    def decision(self) -> str:
+        """The filter's decision: the block reply's header, or what the backend received."""
+        if self.response.status == 200:
+            return json.loads(self.response.body).get("x-edgescore-decision") or "-"
+        return dict(self.response.headers).get("x-edgescore-decision") or "-"
+
+
+def send_demo_requests(host: str, port: int, repeat: int) -> list[Sent]:
+    """The demo's requests (`requests()`), `repeat` times over, each on a fresh connection."""
+    return [Sent(r, send(host, port, r)) for _ in range(repeat) for r in requests()]
+
+
+def write_labels(sent: list[Sent], path: Path) -> None:
+    """`request_id,is_bot`, one row per request, in the order sent."""
+    missing = [s for s in sent if not s.request_id]
+    if missing:
+        raise RuntimeError(f"{len(missing)} responses carry no x-request-id (envoy.yaml sets "
+                           f"always_set_request_id_in_response; is this the demo Envoy?)")
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["request_id", "is_bot"])
+        w.writerows([s.request_id, int(s.request.kind == "bot")] for s in sent)
+
+
+def summary(sent: list[Sent]) -> list[str]:
+    """Per kind of request, how many got which status and decision; and the models named in the
+    score headers of the requests that passed."""
+    lines = []
+    for kind in ("browser", "bot"):
+        of_kind = [s for s in sent if s.request.kind == kind]
+        answers = Counter((s.response.status, s.decision) for s in of_kind)
+        told = ", ".join(f"{n} x {status} {decision}" for (status, decision), n in sorted(answers.items()))
+        lines.append(f"  {kind:8} {len(of_kind):4}: {told}")
+    scored_by = sorted({m for s in sent if s.response.status == 200
+                        for m in model_ids(json.loads(s.response.body).get("x-edgescore"))})
+    lines.append(f"  scored by: {', '.join(scored_by) or '-'}")
+    return lines
+
+
+def _address(text: str) -> tuple[str, int]:
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r} is not HOST:PORT")
+    return host, int(port)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description="\n\n".join(__doc__.split("\n\n")[2:]),
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--send", type=_address, required=True, metavar="HOST:PORT", help="the demo Envoy's listener")
+    ap.add_argument("--repeat", type=int, default=1, metavar="N",
+                    help=f"send the demo's {len(requests())} requests N times (0: none; default 1)")
+    ap.add_argument("--labels-out", type=Path, metavar="CSV",
+                    help="write request_id,is_bot for every request sent")
+    ap.add_argument("--wait-for", metavar="MODEL_ID",
+                    help="first wait (30 s at most) until requests are scored by this model: bot@3, bot@2~shadow")
+    args = ap.parse_args(argv)
+    host, port = args.send
+    try:
+        if args.wait_for:
+            waited = wait_for_model(host, port, args.wait_for)
+            print(f"{args.wait_for} answers ({PROBES_IN_A_ROW} probes in a row, after {waited:.1f} s)")
+        sent = send_demo_requests(host, port, args.repeat)
+        if sent:
+            print(f"sent {len(sent)} requests to {host}:{port} (the demo's {len(requests())}, {args.repeat} times)")
+            print("\n".join(summary(sent)))
+        if args.labels_out:
+            write_labels(sent, args.labels_out)
+            print(f"labels of {len(sent)} requests -> {args.labels_out} (request_id,is_bot)")
+    except (OSError, RuntimeError, ValueError) as e:  # TimeoutError is an OSError; ValueError: not the demo backend's JSON
+        print(f"demo.traffic: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

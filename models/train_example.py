@@ -21,6 +21,7 @@ import json
 import os
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 
 os.environ.setdefault("OMP_NUM_THREADS", "2")
@@ -28,6 +29,12 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from models import traffic  # noqa: E402
+from models.training_progress import (  # noqa: E402
+    LightGBMRounds,
+    XGBoostRounds,
+    model_bar,
+    rounds_bar,
+)
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -58,6 +65,7 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=HERE / "example")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
+    t0 = time.monotonic()
 
     reqs = traffic.requests(args.n, SEED)
     kinds = np.array([r["kind"] for r in reqs])
@@ -69,9 +77,10 @@ def main() -> None:
 
     import xgboost as xgb
     y = labels["bot"].astype(np.float32)
-    bot = xgb.XGBClassifier(n_estimators=args.trees, max_depth=args.depth, learning_rate=0.3, n_jobs=2, random_state=SEED,
-                            tree_method="hist")
-    bot.fit(X[~test].to_numpy(), y[~test])
+    with rounds_bar("bot (XGBoost)", args.trees) as bar:
+        bot = xgb.XGBClassifier(n_estimators=args.trees, max_depth=args.depth, learning_rate=0.3, n_jobs=2,
+                                random_state=SEED, tree_method="hist", callbacks=[XGBoostRounds(bar)])
+        bot.fit(X[~test].to_numpy(), y[~test])
     bot.get_booster().feature_names = names
     bot.get_booster().save_model(str(args.out / "bot.json"))
 
@@ -79,14 +88,17 @@ def main() -> None:
     y = labels["scanner"].astype(np.float32)
     scanner = lgb.LGBMClassifier(n_estimators=args.trees, num_leaves=min(2 ** args.depth, 63), learning_rate=0.2,
                                  n_jobs=2, random_state=SEED, verbose=-1)
-    scanner.fit(X[~test].to_numpy(), y[~test])
+    with rounds_bar("scanner (LightGBM)", args.trees) as bar:
+        scanner.fit(X[~test].to_numpy(), y[~test], callbacks=[LightGBMRounds(bar)])
     scanner.booster_.save_model(str(args.out / "scanner.txt"))
 
     import catboost
     y = labels["abuse"].astype(np.float32)
     abuse = catboost.CatBoostClassifier(iterations=args.trees, depth=min(args.depth, 6), learning_rate=0.3, thread_count=2,
                                         random_seed=SEED, verbose=False, allow_writing_files=False)
-    abuse.fit(X[~test].to_numpy(), y[~test])
+    with model_bar("abuse (CatBoost)") as bar:
+        abuse.fit(X[~test].to_numpy(), y[~test])
+        bar.update()
     abuse.save_model(str(args.out / "abuse.json"), format="json")
 
     for name, model, proba in (("bot", bot, bot.predict_proba), ("scanner", scanner, scanner.predict_proba),
@@ -97,6 +109,8 @@ def main() -> None:
         tp = int((pred & y).sum())
         print(f"{name:8s} held-out n={test.sum()} positives={int(y.sum())} precision={tp / max(pred.sum(), 1):.3f} "
               f"recall={tp / max(y.sum(), 1):.3f}")
+    print(f"trained bot, scanner, abuse ({args.trees} trees, depth {args.depth}) on {len(X):,} requests "
+          f"-> {args.out} in {time.monotonic() - t0:.1f} s")
 
 
 if __name__ == "__main__":

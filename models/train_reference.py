@@ -30,12 +30,15 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from pathlib import Path
 
 os.environ.setdefault("OMP_NUM_THREADS", "2")
 
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
+
+from models.training_progress import LightGBMRounds, XGBoostRounds, rounds_bar  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 SEED = 20240611
@@ -308,13 +311,15 @@ def train_xgb(X, y, rounds, depth):
     params = {"objective": "binary:logistic", "max_depth": depth, "eta": 0.1,
               "tree_method": "hist", "subsample": 0.8, "colsample_bytree": 0.8,
               "min_child_weight": 2, "seed": 0, "nthread": NTHREADS, "eval_metric": "logloss"}
-    return xgb.train(params, d, rounds)
+    with rounds_bar("bot_xgb (XGBoost)", rounds) as bar:
+        return xgb.train(params, d, rounds, callbacks=[XGBoostRounds(bar)])
 
 
 def main():
     import lightgbm as lgb
     import xgboost as xgb
 
+    t0 = time.monotonic()
     rng = np.random.default_rng(SEED)
     world = World(rng)
     df, t = sample(rng, world, N_TRAIN + N_HELDOUT)
@@ -336,7 +341,8 @@ def main():
               "feature_fraction": 0.8, "bagging_fraction": 0.8, "bagging_freq": 1,
               "min_data_in_leaf": 20, "seed": 0, "num_threads": NTHREADS,
               "deterministic": True, "force_row_wise": True, "verbose": -1}
-    lb = lgb.train(params, lgb.Dataset(Xtr, label=ytr), 300)
+    with rounds_bar("bot_lgb (LightGBM)", 300) as bar:
+        lb = lgb.train(params, lgb.Dataset(Xtr, label=ytr), 300, callbacks=[LightGBMRounds(bar)])
     lb.save_model(str(ref / "bot_lgb.txt"))
     bl = lgb.Booster(model_file=str(ref / "bot_lgb.txt"))
     p_lgb = bl.predict(Xte.to_numpy())
@@ -360,9 +366,11 @@ def main():
     print(f"train rows {N_TRAIN}, bot rate {ytr.mean():.3f}; held-out {N_HELDOUT}")
     print(f"bot_xgb  held-out AUC {auc(yte, p_xgb):.4f}  acc {((p_xgb > 0.5) == yte).mean():.4f}")
     print(f"bot_lgb  held-out AUC {auc(yte, p_lgb):.4f}  acc {((p_lgb > 0.5) == yte).mean():.4f}")
-    for p in sorted(ref.iterdir()):
-        if p.is_file():
-            print(f"  {p.relative_to(HERE)}  {p.stat().st_size / 1024:.1f} KiB")
+    files = [p for p in sorted(ref.iterdir()) if p.is_file()]
+    for p in files:
+        print(f"  {p.relative_to(HERE)}  {p.stat().st_size / 1024:.1f} KiB")
+    print(f"trained bot_xgb and bot_lgb (300 trees each) on {N_TRAIN:,} rows; {len(files)} files in "
+          f"{ref.relative_to(HERE.parent)} in {time.monotonic() - t0:.1f} s")
 
 
 if __name__ == "__main__":

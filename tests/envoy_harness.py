@@ -111,7 +111,8 @@ class Running:
         return self.envoy.stats(name.replace(".", r"\.") + "$").get(name, 0)
 
     def metric(self, name: str) -> float:
-        """A metric from /stats/prometheus (`edgescore_text_calls`; 0 before its first use)."""
+        """A series from /stats/prometheus by name, with its labels if it has any
+        (`edgescore_text_calls`, `edgescore_text_label{label="toxic"}`; 0 before its first use)."""
         if name.startswith("edgescore_"):
             self.settle()
         for line in self.envoy.prometheus().splitlines():

@@ -46,6 +46,7 @@ import json
 import os
 import shutil
 import sys
+import time
 import warnings
 import zlib
 from pathlib import Path
@@ -56,6 +57,7 @@ for _v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
+from tqdm import tqdm  # noqa: E402
 
 warnings.filterwarnings("ignore")
 
@@ -1092,15 +1094,24 @@ def main(argv):
     if unknown:
         sys.exit(f"unknown fixture(s): {unknown}; known: {sorted(FIXTURES)} and the groups {sorted(groups)}")
     OUT_DIR.mkdir(parents=True, exist_ok=True)
-    for n in names:
-        if n in groups:
-            groups[n]()
-            print(f"{n:24s} written")
-            continue
-        FIXTURES[n]()
-        files = sorted(p for p in (OUT_DIR / n).iterdir())
-        size = sum(p.stat().st_size for p in files)
-        print(f"{n:24s} {size / 1024:8.1f} KiB  " + " ".join(p.name for p in files))
+    t0 = time.monotonic()
+    # The bar is on stderr and on a terminal only (disable=None); the per-fixture lines go to
+    # stdout as before, through tqdm.write so that they print above it.
+    with tqdm(names, desc="fixtures", unit="fixture", disable=None, leave=False) as bar:
+        for n in bar:
+            bar.set_postfix_str(n)
+            if n in groups:
+                groups[n]()
+                tqdm.write(f"{n:24s} written")
+                continue
+            FIXTURES[n]()
+            files = sorted(p for p in (OUT_DIR / n).iterdir())
+            size = sum(p.stat().st_size for p in files)
+            tqdm.write(f"{n:24s} {size / 1024:8.1f} KiB  " + " ".join(p.name for p in files))
+    parity = sum(n in FIXTURES for n in names)
+    n_groups = len(names) - parity
+    print(f"{parity} parity fixtures and {n_groups} reader group{'s' if n_groups != 1 else ''} written to "
+          f"{OUT_DIR.relative_to(ROOT.parent)} in {time.monotonic() - t0:.1f} s")
 
 
 if __name__ == "__main__":

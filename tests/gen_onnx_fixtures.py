@@ -16,6 +16,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 from onnx import TensorProto, helper, numpy_helper
+from tqdm import tqdm
 
 warnings.filterwarnings("ignore")
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -100,7 +101,8 @@ def save(name, model, X, dtype=np.float32, probe=True):
     with open(fixture(name, "ort.json"), "w") as f:
         json.dump(doc, f, separators=(",", ":"))
         f.write("\n")
-    print(f"{name}: {len(model.SerializeToString())} bytes, scores {np.asarray(scores).shape}")
+    # tqdm.write: stdout as print, above gen_fixtures.py's progress bar rather than through it.
+    tqdm.write(f"{name}: {len(model.SerializeToString())} bytes, scores {np.asarray(scores).shape}")
 
 
 def sklearn_models():

@@ -1,15 +1,21 @@
-"""docker-compose.yml (Envoy, the demo backend, the NLP service), checked without a Docker
-engine: it validates against the Compose Specification JSON Schema (vendored in tests/schemas/,
-see its README), every host path it mounts exists after `make build`, the Envoy configuration it
-mounts matches what demo/render_envoy.py renders and points at the mounted .wasm, the `backend`
-service and the `nlp` service, and the `nlp` service runs nlp/serve_config.yaml on the Ray
-version requirements.txt pins."""
+"""docker-compose.yml (Envoy, the demo backend, the registry, the NLP service, Prometheus and
+Grafana), checked without a Docker engine: it validates against the Compose Specification JSON
+Schema (vendored in tests/schemas/, see its README), every host path it mounts exists after
+`make build`, the Envoy configuration it mounts matches what demo/render_envoy.py renders and
+points at the mounted .wasm, the `backend` service and the `nlp` service, the `nlp` service runs
+nlp/serve_config.yaml on the Ray version requirements.txt pins, Prometheus' configuration passes
+`promtool check config` and scrapes Envoy's admin and the Ray head's metrics port, and Grafana's
+provisioning names the data source every dashboard panel uses."""
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
+import shlex
+import shutil
+import subprocess
 from pathlib import Path
 
 import jsonschema
@@ -67,25 +73,32 @@ def _bind_mounts(compose: dict):
 
 def test_services_and_ports(compose):
     svcs = compose["services"]
-    assert set(svcs) == {"envoy", "backend", "nlp", "registry"}
+    assert set(svcs) == {"envoy", "backend", "nlp", "registry", "prometheus", "grafana"}
     assert svcs["envoy"]["image"].startswith("envoyproxy/envoy:v1.")
     # Published on the host's loopback only.
-    for port in svcs["envoy"]["ports"]:
-        assert port.startswith("127.0.0.1:"), port
+    for name, svc in svcs.items():
+        for port in svc.get("ports", []):
+            assert port.startswith("127.0.0.1:"), (name, port)
     assert "ports" not in svcs["backend"]
     assert "ports" not in svcs["nlp"], "the NLP service is reached through Envoy only"
     assert "ports" not in svcs["registry"], "the registry is for Envoy's poller only"
     assert all(src.startswith("./") for _, src, _ in _bind_mounts(compose)), "bind mounts must be relative to the repo"
 
 
+# Directories the services mount, each with a file that says it is the right one.
+MOUNTED_DIRS = {
+    "./nlp": "app.py",
+    "./target/registry": "manifest.json",  # `make build` publishes the example models there
+    "./deploy/grafana/provisioning": "datasources/prometheus.yaml",
+    "./deploy/grafana/dashboards": "edgescore.json",
+}
+
+
 def test_mounted_paths_exist_after_build(compose):
     require_build()
     for svc, src, dst in _bind_mounts(compose):
-        if src.endswith("/nlp"):
-            assert (ROOT / src / "app.py").is_file(), f"{svc}: {src} is not the NLP package"
-            continue
-        if svc == "registry":
-            assert (ROOT / src / "manifest.json").is_file(), f"{svc}: {src} holds no manifest (`make build` publishes one)"
+        if src in MOUNTED_DIRS:
+            assert (ROOT / src / MOUNTED_DIRS[src]).is_file(), f"{svc}: {src} (mounted at {dst}) holds no {MOUNTED_DIRS[src]}"
             continue
         assert (ROOT / src).is_file(), f"{svc}: {src} (mounted at {dst}) does not exist"
 
@@ -145,15 +158,20 @@ def test_nlp_service_runs_the_serve_config_on_the_pinned_ray(compose):
     script = nlp["command"][-1]
     assert "-r /app/nlp/requirements.txt" in script
     assert "--no-deps -r /app/requirements-nodeps.txt" in script and mounts["/app/requirements-nodeps.txt"] == "./requirements-nodeps.txt"
-    sed = re.search(r"sed 's/(.+?)/(.+?)/' (\S+) > (\S+)", script)
+    sed = re.search(r"(sed (?:-e '[^']+' )+)(\S+) > (\S+)", script)
     assert sed, script
-    pattern, replacement, src, dst = sed.groups()
-    assert src == "/app/nlp/serve_config.yaml" and script.rstrip().endswith(f"exec serve run {dst}")
-    # Compose turns `$$` into `$`; sed's basic regex here is also a Python regex.
-    rewritten = re.sub(pattern.replace("$$", "$"), replacement, (ROOT / "nlp" / "serve_config.yaml").read_text(), flags=re.M)
+    expressions, src, dst = sed.groups()
+    assert src == "/app/nlp/serve_config.yaml" and script.rstrip().endswith(f"exec serve run --address auto {dst}")
+    # On a Ray head started first, whose metrics agent exports on a fixed port (for Prometheus).
+    assert re.search(r"ray start --head --metrics-export-port=\d+ ", script), script
+    # The container's sed, run here on the same file (compose turns `$$` into `$`).
+    rewritten = subprocess.run(["bash", "-c", expressions.replace("$$", "$") + shlex.quote(str(ROOT / "nlp" / "serve_config.yaml"))],
+                               capture_output=True, text=True, check=True).stdout
     serve = yaml.safe_load(rewritten)
     assert serve["http_options"]["host"] == "0.0.0.0"
     assert str(serve["http_options"]["port"]) in nlp["expose"]
+    serving = serve["applications"][0]["args"]["serving"]
+    assert serving["ingress_host"] == "0.0.0.0" and str(serving["ingress_port"]) in nlp["expose"]
     app = serve["applications"][0]
     assert (ROOT / (app["import_path"].split(":")[0].replace(".", "/") + ".py")).is_file()
     assert "nlp" in compose["services"]["envoy"]["depends_on"]
@@ -167,10 +185,88 @@ def test_envoy_nlp_cluster_points_at_the_nlp_service(compose):
     addr = nlp["load_assignment"]["endpoints"][0]["lb_endpoints"][0]["endpoint"]["address"]["socket_address"]
     assert (addr["address"], nlp["type"]) == ("nlp", "STRICT_DNS")
     serve = yaml.safe_load((ROOT / "nlp" / "serve_config.yaml").read_text())
-    assert addr["port_value"] == serve["http_options"]["port"]
+    # The replicas' own listener (nlp/ingress.py), not Serve's proxy: no proxy hop.
+    assert addr["port_value"] == serve["applications"][0]["args"]["serving"]["ingress_port"]
     assert str(addr["port_value"]) in compose["services"]["nlp"]["expose"]
     assert nlp["lb_policy"] == "LEAST_REQUEST"
     assert nlp["circuit_breakers"]["thresholds"] and nlp["outlier_detection"]
     text = json.loads(render_envoy.wasm_filter(cfg)["configuration"]["value"])["text"]
     assert text["cluster"] == "nlp" and text["path"] == "/score"
     assert render_envoy.wasm_filter(cfg)["allow_on_headers_stop_iteration"] is True
+
+
+# ---------------------------------------------------------------------------------------------
+# Prometheus and Grafana
+
+
+def _mounts(compose: dict, service: str) -> dict[str, str]:
+    return {dst: src for svc, src, dst in _bind_mounts(compose) if svc == service}
+
+
+def _flag(command: list[str], name: str) -> str:
+    return next(a.split("=", 1)[1] for a in command if a.startswith(f"--{name}="))
+
+
+def test_prometheus_config_passes_promtool(compose, tmp_path):
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        msg = "no promtool (run `make system-tools`: Debian's prometheus package ships it)"
+        if os.environ.get("EDGESCORE_REQUIRE_BUILD"):
+            pytest.fail(msg)
+        pytest.skip(msg)
+    prom = compose["services"]["prometheus"]
+    config = _mounts(compose, "prometheus")[_flag(prom["command"], "config.file")]
+    p = subprocess.run([promtool, "check", "config", str(ROOT / config)], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stdout + p.stderr
+    # promtool is live: a misspelt key fails it.
+    bad = tmp_path / "prometheus.yml"
+    bad.write_text((ROOT / config).read_text().replace("scrape_interval", "scrape_intervall", 1))
+    assert subprocess.run([promtool, "check", "config", str(bad)], capture_output=True, timeout=60).returncode != 0
+
+
+def test_prometheus_scrapes_envoy_admin_and_the_ray_head(compose):
+    prom = compose["services"]["prometheus"]
+    config = yaml.safe_load((ROOT / _mounts(compose, "prometheus")[_flag(prom["command"], "config.file")]).read_text())
+    jobs = {j["job_name"]: j for j in config["scrape_configs"]}
+    assert set(jobs) == {"envoy", "ray"}
+    admin = render_envoy.load_config(render_envoy.render(compose=True), registry=True)["admin"]["address"]["socket_address"]
+    assert jobs["envoy"]["metrics_path"] == "/stats/prometheus"
+    assert jobs["envoy"]["static_configs"] == [{"targets": [f"envoy:{admin['port_value']}"]}]
+    assert admin["address"] == "0.0.0.0", "Envoy's admin must take connections from the compose network"
+    nlp = compose["services"]["nlp"]
+    port = re.search(r"--metrics-export-port=(\d+)", nlp["command"][-1]).group(1)
+    assert jobs["ray"]["static_configs"] == [{"targets": [f"nlp:{port}"]}] and port in nlp["expose"]
+    assert jobs["ray"].get("metrics_path", "/metrics") == "/metrics"
+
+
+def test_grafana_provisions_the_datasource_and_dashboard_it_uses(compose):
+    grafana = compose["services"]["grafana"]
+    mounts = _mounts(compose, "grafana")
+    provisioning = ROOT / mounts["/etc/grafana/provisioning"]
+    sources = yaml.safe_load((provisioning / "datasources" / "prometheus.yaml").read_text())["datasources"]
+    assert len(sources) == 1 and sources[0]["type"] == "prometheus"
+    uid = sources[0]["uid"]
+    published = compose["services"]["prometheus"]["ports"][0].split(":")[-1]
+    assert sources[0]["url"] == f"http://prometheus:{published}"
+    providers = yaml.safe_load((provisioning / "dashboards" / "edgescore.yaml").read_text())["providers"]
+    dashboards_dir = providers[0]["options"]["path"]
+    assert dashboards_dir in mounts, f"the dashboard provider reads {dashboards_dir}, which is not mounted"
+    home = grafana["environment"]["GF_DASHBOARDS_DEFAULT_HOME_DASHBOARD_PATH"]
+    assert home.startswith(dashboards_dir + "/") and (ROOT / mounts[dashboards_dir] / Path(home).name).is_file()
+    assert grafana["environment"]["GF_AUTH_ANONYMOUS_ENABLED"] == "true"
+    assert grafana["environment"]["GF_AUTH_ANONYMOUS_ORG_ROLE"] == "Viewer"
+    for path in (ROOT / mounts[dashboards_dir]).glob("*.json"):
+        dash = json.loads(path.read_text())
+        used = set()
+
+        def walk(panels):
+            for panel in panels:
+                if panel.get("type") != "row":
+                    used.add(panel["datasource"]["uid"])
+                    used.update(t["datasource"]["uid"] for t in panel["targets"])
+                    assert panel["targets"] and all(t["expr"].strip() for t in panel["targets"]), panel["title"]
+                walk(panel.get("panels", []))
+        walk(dash["panels"])
+        used.update(v["datasource"]["uid"] for v in dash["templating"]["list"] if v["type"] == "query")
+        assert used == {uid}, f"{path.name} uses data sources {used}, provisioning has {uid}"
+

@@ -236,7 +236,7 @@ def test_enforce_blocks_above_threshold(block_all, upstream):
         assert dict(resp.headers)["x-edgescore-decision"].startswith("block;model=bot@")
     assert upstream.take() == [], "a blocked request reached the upstream"
     assert block_all.counter("wasmcustom.edgescore.decision.block") >= 2
-    assert block_all.counter("wasmcustom.edgescore.model.bot.block") >= 2
+    assert block_all.counter("wasmcustom.edgescore.model.bot.requests.block") >= 2
 
 
 def test_shadow_never_blocks(shadow_all, upstream):
@@ -270,8 +270,9 @@ def prometheus_values(text: str) -> dict[str, float]:
 
 def test_prometheus_metrics(real):
     """The metric names as Envoy 1.40 prints them: the filter's `edgescore.*` names lose the
-    `wasmcustom` stats namespace in /stats/prometheus (and get no `envoy_` prefix)."""
-    counts = [f"edgescore_model_{n}_score_permille_count" for n in NAMES]
+    `wasmcustom` stats namespace in /stats/prometheus (and get no `envoy_` prefix), and
+    envoy.yaml's stats tags turn their variable segments into labels (docs/metrics.md)."""
+    counts = [f'edgescore_model_score_permille_count{{model="{n}"}}' for n in NAMES]
     values = prometheus_values(real.envoy.prometheus())
     before = {c: values.get(c, 0) for c in counts}
     n_reqs = len(traffic.requests())
@@ -283,25 +284,28 @@ def test_prometheus_metrics(real):
         if all(values.get(c, 0) >= before[c] + n_reqs for c in counts) or time.monotonic() > deadline:
             break
         time.sleep(0.2)
-    names = {k.split("{")[0] for k in values}
-    expected = {"edgescore_requests_scored", "edgescore_decision_allow", "edgescore_decision_tag",
-                "edgescore_decision_block", "edgescore_decision_shadow_block", "edgescore_errors",
-                "edgescore_config_errors", "edgescore_feature_log_lines"}
+    actions = ("allow", "tag", "block", "shadow_block")
+    expected = {"edgescore_requests_scored", "edgescore_errors", "edgescore_config_errors", "edgescore_feature_log_lines"}
+    expected |= {f'edgescore_decision{{action="{d}"}}' for d in actions}
     for n in NAMES:
-        expected |= {f"edgescore_model_{n}_{band}" for band in ("allow", "tag", "block")}
-        expected |= {f"edgescore_model_{n}_score_permille_{s}" for s in ("bucket", "sum", "count")}
-    missing = expected - names
+        expected |= {f'edgescore_model_requests{{model="{n}",action="{b}"}}' for b in ("allow", "tag", "block")}
+        expected |= {f'edgescore_model_score_permille_{s}{{model="{n}"}}' for s in ("sum", "count")}
+        # Per-mille buckets from envoy.yaml's stats_config (not Envoy's millisecond defaults).
+        expected.add(f'edgescore_model_score_permille_bucket{{model="{n}",le="950"}}')
+    missing = expected - set(values)
     assert not missing, f"missing from /stats/prometheus: {sorted(missing)}\n" + \
-        "\n".join(sorted(n for n in names if "edgescore" in n))
+        "\n".join(sorted(n for n in values if "edgescore" in n))
+    # No filter metric is left with its variable part in the name.
+    flat = [k for k in values if k.startswith(("edgescore_model_bot", "edgescore_decision_", "edgescore_model_requests_"))]
+    assert not flat, flat
     assert values["edgescore_requests_scored"] >= n_reqs
     for n in NAMES:
-        bands = sum(values[f"edgescore_model_{n}_{b}"] for b in ("allow", "tag", "block"))
+        bands = sum(values[f'edgescore_model_requests{{model="{n}",action="{b}"}}'] for b in ("allow", "tag", "block"))
         assert bands == values["edgescore_requests_scored"], n
-        assert values[f"edgescore_model_{n}_score_permille_count"] >= before[f"edgescore_model_{n}_score_permille_count"] + n_reqs, n
-        # Per-mille buckets from envoy.yaml's stats_config (not Envoy's millisecond defaults).
-        assert f'edgescore_model_{n}_score_permille_bucket{{le="950"}}' in values
-        assert 0 <= values[f"edgescore_model_{n}_score_permille_sum"] <= 1000 * values[f"edgescore_model_{n}_score_permille_count"]
-    decisions = sum(values[f"edgescore_decision_{d}"] for d in ("allow", "tag", "block", "shadow_block"))
+        count = values[f'edgescore_model_score_permille_count{{model="{n}"}}']
+        assert count >= before[f'edgescore_model_score_permille_count{{model="{n}"}}'] + n_reqs, n
+        assert 0 <= values[f'edgescore_model_score_permille_sum{{model="{n}"}}'] <= 1000 * count
+    decisions = sum(values[f'edgescore_decision{{action="{d}"}}'] for d in actions)
     assert decisions == values["edgescore_requests_scored"]
     assert values["edgescore_errors"] == 0 and values["edgescore_config_errors"] == 0
 

@@ -197,8 +197,8 @@ def test_toxic_message_is_blocked(edge, nlp, upstream):
         assert dict(resp.headers)["x-edgescore-decision"] == f"block;text={label}"
     assert upstream.take() == [], "a blocked request reached the upstream"
     assert nlp.requests() == before + 2
-    assert edge.metric("edgescore_text_decision_block") >= 2
-    assert edge.metric("edgescore_text_label_toxic") >= 1 and edge.metric("edgescore_text_label_threat") >= 1
+    assert edge.metric('edgescore_text_decision{action="block"}') >= 2
+    assert edge.metric('edgescore_text_label{label="toxic"}') >= 1 and edge.metric('edgescore_text_label{label="threat"}') >= 1
 
 
 def test_benign_message_reaches_the_upstream_with_the_text_header(edge, nlp, upstream):
@@ -274,7 +274,7 @@ def test_text_metrics_and_access_log(edge):
         time.sleep(0.2)  # histograms reach the admin API at the next stats flush (1 s here)
     assert edge.metric("edgescore_text_latency_ms_count") >= 1
     assert edge.metric("edgescore_text_errors") == 0
-    assert edge.metric("edgescore_text_verdict_ok") >= 1
+    assert edge.metric('edgescore_text_verdict{label="ok"}') >= 1
 
 
 # ---------------------------------------------------------------------------------------------

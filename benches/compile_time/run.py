@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from tqdm import tqdm
 
 REPO = Path(__file__).resolve().parents[2]
 CLI = REPO / "target" / "release" / "edgescore"
@@ -59,6 +60,11 @@ print(t1 - t0, t2 - t1)
 """
 
 
+def progress(total: int, desc: str, unit: str) -> tqdm:
+    """A bar on stderr, on a terminal only (disable=None): redirected output keeps just the table."""
+    return tqdm(total=total, desc=desc, unit=unit, disable=None, leave=False)
+
+
 def train(d: Path, n_trees: int):
     import catboost as cb
     import lightgbm as lgb
@@ -73,16 +79,24 @@ def train(d: Path, n_trees: int):
     X[:, 19] = rng.integers(0, 200, n)
     y = ((X[:, 0] + X[:, 1] * X[:, 2] + (X[:, 18] % 3 == 0) + rng.normal(0, 0.5, n)) > 0.5).astype(int)
     files = {}
+    # One step per model (a 2,000-tree model takes minutes on 2 cores); per-round callbacks would
+    # be models/training_progress.py's, which this script, run by path, cannot import.
+    bar = progress(5, "training", "model")
+    bar.set_postfix_str("XGBoost")
     bst = xgb.train({"objective": "binary:logistic", "max_depth": 6, "eta": 0.05, "nthread": 2, "tree_method": "hist"},
                     xgb.DMatrix(X, y), n_trees)
     files["xgboost-json"] = d / "xgb.json"
     files["xgboost-ubj"] = d / "xgb.ubj"
     bst.save_model(files["xgboost-json"])
     bst.save_model(files["xgboost-ubj"])
+    bar.update()
+    bar.set_postfix_str("LightGBM")
     b = lgb.train({"objective": "binary", "num_leaves": 63, "verbose": -1, "num_threads": 2},
                   lgb.Dataset(X, y, categorical_feature=[18, 19]), n_trees)
     files["lightgbm"] = d / "lgb.txt"
     b.save_model(str(files["lightgbm"]))
+    bar.update()
+    bar.set_postfix_str("CatBoost")
     df = pd.DataFrame(X, columns=[f"f{i}" for i in range(20)])
     for c in ("f18", "f19"):
         df[c] = df[c].astype(int).astype(str)
@@ -92,9 +106,13 @@ def train(d: Path, n_trees: int):
     files["catboost-json"] = d / "cb.json"
     m.save_model(str(files["catboost-cbm"]))
     m.save_model(str(files["catboost-json"]), format="json")
+    bar.update()
+    bar.set_postfix_str("scikit-learn random forest")
     rf = RandomForestClassifier(n_estimators=n_trees, max_depth=6, n_jobs=2, random_state=0).fit(X[:5000], y[:5000])
     files["onnx"] = d / "rf.onnx"
     files["onnx"].write_bytes(to_onnx(rf, X[:1], target_opset={"": 18, "ai.onnx.ml": 3}).SerializeToString())
+    bar.update()
+    bar.close()
     return files
 
 
@@ -119,6 +137,7 @@ def main():
     ap.add_argument("--models", help="keep the trained models in DIR and reuse them on later runs")
     ap.add_argument("--json")
     a = ap.parse_args()
+    t0 = time.monotonic()
     if not CLI.exists():
         sys.exit(f"build the release CLI first: cargo build --release -p edgescore-compile ({CLI})")
     with tempfile.TemporaryDirectory() as tmp:
@@ -132,24 +151,31 @@ def main():
         rows = []
         print(f"{'format':14s} {'size':>8s} {'compile':>10s} {'lib load':>10s} {'+1st pred':>10s} "
               f"{'ours/load':>9s} {'ours/(load+pred)':>16s}")
-        for kind, path in files.items():
-            ours, load, first = [], [], []
-            for _ in range(a.rounds):
-                ours.append(wall([str(CLI), "compile", str(path), "-o", str(Path(tmp) / "out.esm")]))
-                lo, pr = library(kind, path)
-                load.append(lo)
-                first.append(lo + pr)
-            o, lo, lp = (statistics.median(v) for v in (ours, load, first))
-            spread = lambda v: (max(v) - min(v)) / statistics.median(v)
-            rows.append({"format": kind, "size_mb": path.stat().st_size / 1e6, "edgescore_compile_s": o,
-                         "library_load_s": lo, "library_load_and_first_prediction_s": lp,
-                         "ratio_to_load": o / lo, "ratio_to_load_and_first_prediction": o / lp,
-                         "ours_rounds": ours, "load_rounds": load, "load_and_first_rounds": first})
-            print(f"{kind:14s} {path.stat().st_size / 1e6:6.1f}MB {o * 1e3:8.1f}ms {lo * 1e3:8.1f}ms "
-                  f"{lp * 1e3:8.1f}ms {o / lo:9.2f} {o / lp:16.2f}   "
-                  f"(spread: ours {spread(ours):.0%}, load {spread(load):.0%})", flush=True)
+        with progress(len(files) * a.rounds, "timing", "round") as bar:
+            for kind, path in files.items():
+                bar.set_postfix_str(kind)
+                ours, load, first = [], [], []
+                for _ in range(a.rounds):
+                    ours.append(wall([str(CLI), "compile", str(path), "-o", str(Path(tmp) / "out.esm")]))
+                    lo, pr = library(kind, path)
+                    load.append(lo)
+                    first.append(lo + pr)
+                    bar.update()
+                o, lo, lp = (statistics.median(v) for v in (ours, load, first))
+                spread = lambda v: (max(v) - min(v)) / statistics.median(v)
+                rows.append({"format": kind, "size_mb": path.stat().st_size / 1e6, "edgescore_compile_s": o,
+                             "library_load_s": lo, "library_load_and_first_prediction_s": lp,
+                             "ratio_to_load": o / lo, "ratio_to_load_and_first_prediction": o / lp,
+                             "ours_rounds": ours, "load_rounds": load, "load_and_first_rounds": first})
+                with tqdm.external_write_mode():  # the row above the bar, not through it
+                    print(f"{kind:14s} {path.stat().st_size / 1e6:6.1f}MB {o * 1e3:8.1f}ms {lo * 1e3:8.1f}ms "
+                          f"{lp * 1e3:8.1f}ms {o / lo:9.2f} {o / lp:16.2f}   "
+                          f"(spread: ours {spread(ours):.0%}, load {spread(load):.0%})", flush=True)
         if a.json:
             Path(a.json).write_text(json.dumps(rows, indent=1))
+    ratios = [r["ratio_to_load_and_first_prediction"] for r in rows]
+    print(f"compile_time: {len(rows)} formats × {a.rounds} round{'s' if a.rounds != 1 else ''} in {time.monotonic() - t0:.0f} s; "
+          f"edgescore compile / library load + first prediction {min(ratios):.2f} to {max(ratios):.2f}")
 
 
 if __name__ == "__main__":

@@ -42,7 +42,10 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
+
+from tqdm import tqdm
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
@@ -235,6 +238,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", type=Path, help="also write the results here")
     ap.add_argument("--write-readme", action="store_true", help="replace the results section of README.md")
     args = ap.parse_args(argv)
+    t0 = time.monotonic()
     # (e) serves the example models converted to ONNX: other --models have no ONNX form here.
     default = [v for v in VARIANTS if not (args.models and v == "authz-ort")]
     asked = args.variants.split(",") if args.variants else default
@@ -303,14 +307,20 @@ def main(argv: list[str] | None = None) -> int:
             st, body = envoyctl.http_get(f"http://127.0.0.1:{ports[v]}/")
             assert st == 200, (v, st, body)
         n_models = len(models)
-        for rnd in range(args.rounds):
-            for v in variants:
-                r = measure(envoys[v], ports[v], work / f"{v.replace(':', '-')}.lua", args, running.get(v))
-                results[v].append(r)
-                print(f"round {rnd + 1} {v:18} {r['rps']:9.0f} req/s  p50 {r['p50_us']:7.0f} us  p99 {r['p99_us']:7.0f} us  "
-                      f"envoy {r['envoy_cpu_us_per_req']:6.2f} us/req (user {r['envoy_user_us_per_req']:5.2f}, CPU {r['envoy_cpu_util']:.0%})  "
-                      f"sidecar {r['sidecar_cpu_us_per_req']:6.2f} us/req  wrk CPU {r['wrk_cpu_util']:.0%}  non-2xx {r['non2xx']}",
-                      flush=True)
+        # One step per wrk measurement (warm-up + --duration s each), on stderr and on a terminal
+        # only (disable=None): CI logs get the per-round lines and the summary.
+        with tqdm(total=args.rounds * len(variants), desc="envoy_load", unit="run", disable=None, leave=False) as progress:
+            for rnd in range(args.rounds):
+                for v in variants:
+                    progress.set_postfix_str(f"round {rnd + 1}/{args.rounds} {v}")
+                    r = measure(envoys[v], ports[v], work / f"{v.replace(':', '-')}.lua", args, running.get(v))
+                    results[v].append(r)
+                    with tqdm.external_write_mode():  # the line above the bar, not through it
+                        print(f"round {rnd + 1} {v:18} {r['rps']:9.0f} req/s  p50 {r['p50_us']:7.0f} us  p99 {r['p99_us']:7.0f} us  "
+                              f"envoy {r['envoy_cpu_us_per_req']:6.2f} us/req (user {r['envoy_user_us_per_req']:5.2f}, CPU {r['envoy_cpu_util']:.0%})  "
+                              f"sidecar {r['sidecar_cpu_us_per_req']:6.2f} us/req  wrk CPU {r['wrk_cpu_util']:.0%}  non-2xx {r['non2xx']}",
+                              flush=True)
+                    progress.update()
         if "edgescore" in envoys:
             scored = envoys["edgescore"].stats(r"edgescore\.requests_scored$").get("wasmcustom.edgescore.requests_scored", 0)
             served = completed(envoys["edgescore"])
@@ -372,11 +382,14 @@ def main(argv: list[str] | None = None) -> int:
                   "", f"So of (b) − (c) = {edge - noop:.1f} µs, about {all_c - noop:.1f} µs is Envoy serving the filter's host "
                   f"calls and {edge - all_c:.1f} µs the filter's own work (features, hashing, {n_models} models, formatting)."]
     lines.append("")
+    verdicts: list[str] = []  # the targets, for the summary line
     if core:
         over_none = med["edgescore"]["envoy_cpu_us_per_req"] - med["none"]["envoy_cpu_us_per_req"]
         per_round = sorted(e["envoy_cpu_us_per_req"] - n["envoy_cpu_us_per_req"]
                            for e, n in zip(results["edgescore"], results["noop"]))
         over_noop = med["edgescore"]["rps"] / med["noop"]["rps"]
+        verdicts += [f"(b) − (c) {extra:+.2f} µs/req (≤ 3: {'met' if extra <= 3 else 'NOT met'})",
+                     f"(b)/(c) {over_noop:.3f} (≥ 0.93: {'met' if over_noop >= 0.93 else 'NOT met'})"]
         lines += [
             f"- Envoy CPU per request, (b) − (c): **{extra:+.2f} µs** (target ≤ 3 µs over the no-op filter: "
             f"{'met' if extra <= 3 else 'NOT met'}; per round {per_round[0]:+.2f} to {per_round[-1]:+.2f}); "
@@ -390,6 +403,7 @@ def main(argv: list[str] | None = None) -> int:
             b, d, a = med["edgescore"], med[best], med["none"]
             share = b["total_cpu_us_per_req"] / d["total_cpu_us_per_req"]
             added = (b["total_cpu_us_per_req"] - a["total_cpu_us_per_req"]) / (d["total_cpu_us_per_req"] - a["total_cpu_us_per_req"])
+            verdicts.append(f"total CPU (b)/{labels[best][:3]} {share:.2f} (≤ 0.3: {'met' if share <= 0.3 else 'NOT met'})")
             lines.append(
                 f"- total CPU per request against the best ext_authz variant, {labels[best]}: (b)/{labels[best][:3]} "
                 f"**{share:.2f}** (target ≤ 0.3: {'met' if share <= 0.3 else 'NOT met'}; Envoy's own {a['total_cpu_us_per_req']:.1f} µs "
@@ -422,6 +436,9 @@ def main(argv: list[str] | None = None) -> int:
         text = text[:text.index(start) + len(start)] + "\n" + report + "\n" + text[text.index(end):]
         readme.write_text(text)
         print(f"\nwrote {readme.relative_to(ROOT)}")
+    rounds = f"{args.rounds} round{'s' if args.rounds != 1 else ''}"
+    print(f"envoy_load: {len(variants)} variants × {rounds} of {args.duration} s in {time.monotonic() - t0:.0f} s"
+          + (f"; {', '.join(verdicts)}" if verdicts else "; the targets need the none, edgescore and noop variants"))
     return 0
 
 

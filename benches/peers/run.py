@@ -49,6 +49,8 @@ import tempfile  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
 
+from tqdm import tqdm  # noqa: E402
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 BUILD = HERE / "build"
@@ -66,7 +68,13 @@ BIG_TREES = 2000
 
 
 def log(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
+    with tqdm.external_write_mode(file=sys.stderr):  # above the progress bar, not through it
+        print(msg, file=sys.stderr, flush=True)
+
+
+def progress(total: int, desc: str, unit: str) -> tqdm:
+    """A bar on stderr, on a terminal only (disable=None): logs keep the log lines and the table."""
+    return tqdm(total=total, desc=desc, unit=unit, disable=None, leave=False)
 
 
 def sha(*parts) -> str:
@@ -485,6 +493,7 @@ def main() -> int:
         return 0
 
     BUILD.mkdir(parents=True, exist_ok=True)
+    t_start = time.monotonic()
     S = a.seconds
     started = _dt.datetime.now().astimezone()
     load_before = os.getloadavg()
@@ -599,21 +608,25 @@ def main() -> int:
                                         **(meta_load(onnx_path(p.kind).with_suffix(".json")) or {})}
 
     results: dict[str, dict] = {}
-    for rnd in range(a.rounds):
-        for p in selected:
-            log(f"[round {rnd + 1}/{a.rounds}] {p.key}: {S:g} s ...")
-            try:
-                r = p.measure()
-            except Exception as e:  # noqa: BLE001 - report and carry on with the other peers
-                log(f"  {p.key} FAILED: {e}")
-                results.setdefault(p.key, {"error": str(e)[:2000]})
-                continue
-            log(f"  {r['ns_per_row']:,.1f} ns/row over {r['calls']:,} calls")
-            prev = results.get(p.key)
-            runs = (prev or {}).get("runs_ns", []) + [r["ns_per_row"]]
-            if prev is None or "ns_per_row" not in prev or r["ns_per_row"] < prev["ns_per_row"]:
-                results[p.key] = r
-            results[p.key]["runs_ns"] = runs
+    with progress(a.rounds * len(selected), "peers", "peer") as bar:
+        for rnd in range(a.rounds):
+            for p in selected:
+                bar.set_postfix_str(f"round {rnd + 1}/{a.rounds} {p.key}")
+                log(f"[round {rnd + 1}/{a.rounds}] {p.key}: {S:g} s ...")
+                try:
+                    r = p.measure()
+                except Exception as e:  # noqa: BLE001 - report and carry on with the other peers
+                    log(f"  {p.key} FAILED: {e}")
+                    results.setdefault(p.key, {"error": str(e)[:2000]})
+                    continue
+                finally:
+                    bar.update()
+                log(f"  {r['ns_per_row']:,.1f} ns/row over {r['calls']:,} calls")
+                prev = results.get(p.key)
+                runs = (prev or {}).get("runs_ns", []) + [r["ns_per_row"]]
+                if prev is None or "ns_per_row" not in prev or r["ns_per_row"] < prev["ns_per_row"]:
+                    results[p.key] = r
+                results[p.key]["runs_ns"] = runs
 
     # ---- latency table
     es = {k: results.get(f"edgescore-{k}", {}).get("ns_per_row") for k in ("xgb", "lgb")}
@@ -672,10 +685,12 @@ def main() -> int:
             tr = worker("train-big", str(big))
             log(f"  trained in {tr['train_s']:.1f} s")
         ensure_cargo_bin(EDGESCORE, "edgescore-compile", "edgescore")
-        with tempfile.TemporaryDirectory() as td:
-            for label, kind, path in [(f"synthetic {BIG_TREES}-tree XGBoost", "xgb", big),
-                                      ("bot_xgb (300 trees)", "xgb", XGB_MODEL),
-                                      ("bot_lgb (300 trees)", "lgb", LGB_MODEL)]:
+        compile_models = [(f"synthetic {BIG_TREES}-tree XGBoost", "xgb", big),
+                          ("bot_xgb (300 trees)", "xgb", XGB_MODEL),
+                          ("bot_lgb (300 trees)", "lgb", LGB_MODEL)]
+        with tempfile.TemporaryDirectory() as td, progress(len(compile_models), "compile times", "model") as bar:
+            for label, kind, path in compile_models:
+                bar.set_postfix_str(label)
                 times, inproc = [], []
                 for _ in range(3):
                     t0 = time.perf_counter()
@@ -698,6 +713,7 @@ def main() -> int:
                     if kind == "lgb" and "lleaves" in builds:
                         row["lleaves_s"] = builds["lleaves"]["compile_s"]
                 compile_rows.append(row)
+                bar.update()
         lines.append("")
         lines.append("compile / load time (wall clock, best of 3; edgescore = `target/release/edgescore compile "
                      "MODEL -o X.esm` incl. process start)")
@@ -744,7 +760,11 @@ def main() -> int:
     a.json.parent.mkdir(parents=True, exist_ok=True)
     a.json.write_text(json.dumps(report, indent=2, default=str))
     log(f"wrote {a.json}")
-    return 1 if any(r["error"] for r in table) else 0
+    failed = [r["key"] for r in table if r["error"]]
+    print(f"peers {'FAILED' if failed else 'OK'}: {len(selected)} peers × {a.rounds} round{'s' if a.rounds != 1 else ''} "
+          f"of {S:g} s" + (f", {len(compile_rows)} compile-time models" if compile_rows else "")
+          + f" in {time.monotonic() - t_start:.0f} s" + (f"; failed: {', '.join(failed)}" if failed else ""))
+    return 1 if failed else 0
 
 
 def _cpu_model() -> str:

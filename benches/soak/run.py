@@ -28,7 +28,8 @@ answers by cause (expected blocks, text blocks, errors), p50/p99/p999 per minute
 and the NLP service's processes' RSS at the start and the end (Envoy growth < 5 %), the
 filter's and Envoy's Wasm counters (VM failures, reloads, swaps, refusals, text errors and
 timeouts); results.json and soak.png (latency and RSS over time, faults marked) in `--out`.
-Exit status 1 if a request was lost, an answer was an unexpected 5xx or Envoy grew 5 % or more.
+Exit status 1 if a request was lost, an answer was an unexpected 5xx, Envoy grew 5 % or more, or
+a fault did not happen (the restart failed, the refusal went uncounted). The last line sums it up.
 """
 
 from __future__ import annotations
@@ -37,8 +38,6 @@ import argparse
 import json
 import os
 import signal
-import socket
-import statistics
 import sys
 import tempfile
 import threading
@@ -56,8 +55,9 @@ from demo.registry import RegistryServer, manifest, publish  # noqa: E402
 from demo.run import NlpService  # noqa: E402
 from nlp.local_service import read_state  # noqa: E402
 from nlp.process_session import session_processes  # noqa: E402
+from tqdm import tqdm  # noqa: E402
 
-CLI = ROOT / "target" / "release" / "edgescore"
+CLI = ROOT / "target" / "release" / "edgescore"  # `--cli` overrides (make test has only the debug build)
 SCHEMA = ROOT / "models" / "example" / "schema.json"
 
 
@@ -152,12 +152,15 @@ def percentile(xs: list[float], q: float) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
+    global CLI
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--minutes", type=float, default=10.0)
     ap.add_argument("--rate", type=float, default=40.0, help="requests per second, open loop")
     ap.add_argument("--out", type=Path, default=HERE / "last_run")
     ap.add_argument("--write-readme", action="store_true")
+    ap.add_argument("--cli", type=Path, default=CLI, help="the edgescore CLI that compiles and publishes the bot versions")
     args = ap.parse_args(argv)
+    CLI = args.cli
     duration = args.minutes * 60
     args.out.mkdir(parents=True, exist_ok=True)
     timeline = Timeline()
@@ -190,7 +193,12 @@ def main(argv: list[str] | None = None) -> int:
             sender.start()
             schedule = faults(duration)
             next_publish, published, last_sample = 10.0, 0, -10.0
+            # A bar on a terminal only (disable=None): CI logs get the fault lines and the summary.
+            progress = tqdm(total=round(duration), unit="s", desc="soak", disable=None, leave=False)
             while (now := time.monotonic() - t0) < duration + 5:
+                progress.n = min(round(now), progress.total)
+                progress.set_postfix(sent=len(outcomes), refresh=False)
+                progress.refresh()
                 if now - last_sample >= 5:
                     timeline.samples.append({"t": now, "envoy_rss_kib": rss_kib(envoy.proc.pid),
                                              "nlp_rss_kib": nlp_rss_kib(nlp.state_dir)})
@@ -203,6 +211,7 @@ def main(argv: list[str] | None = None) -> int:
                     f["done"] = True
                     run_fault(f, now, t0, nlp, relay, registry_dir, versions, timeline)
                 time.sleep(0.2)
+            progress.close()
             stop.set()
             sender.join(timeout=30)
             end = {"envoy_rss_kib": rss_kib(envoy.proc.pid), "nlp_rss_kib": nlp_rss_kib(nlp.state_dir)}
@@ -220,6 +229,7 @@ def main(argv: list[str] | None = None) -> int:
     plot(outcomes, timeline, args.out / "soak.png")
     report = render(results)
     print("\n" + report)
+    print(summary_line(results), flush=True)
     if args.write_readme:
         readme = HERE / "README.md"
         text = readme.read_text()
@@ -284,12 +294,37 @@ def analyse(outcomes: list[Outcome], timeline: Timeline, base: dict, end: dict, 
         lat = [o.latency_s * 1e3 for o in outcomes if o.kind == kind and o.status is not None]
         kinds[kind] = {"requests": len(lat), "p50_ms": percentile(lat, 0.5), "p99_ms": percentile(lat, 0.99), "max_ms": max(lat, default=0)}
     growth = (end["envoy_rss_kib"] - base["envoy_rss_kib"]) / max(1, base["envoy_rss_kib"])
+    missed = faults_missed(timeline, stats)
     return {
         "minutes": args.minutes, "rate": args.rate, "sent": len(outcomes), "answered": len(outcomes) - lost, "lost": lost,
         "by_cause": dict(sorted(by_cause.items())), "per_minute": minutes, "per_kind": kinds, "start": base, "end": end,
         "envoy_rss_growth": growth, "stats": stats, "faults": timeline.faults, "samples": timeline.samples,
-        "models_published": published, "ok": lost == 0 and unexpected == 0 and growth < 0.05,
+        "models_published": published, "faults_missed": missed,
+        "ok": lost == 0 and unexpected == 0 and growth < 0.05 and not missed and published > 0,
     }
+
+
+def faults_missed(timeline: Timeline, stats: dict[str, int]) -> list[str]:
+    """The faults that did not happen as scheduled: a soak whose faults silently did nothing
+    proves nothing (the restart failing, the hold window never closing, the refusal uncounted)."""
+    marks = [what for _, _, what in timeline.faults]
+    missed = []
+    if not any(m.startswith("NLP service killed") and "FAILED" not in m for m in marks):
+        missed.append("NLP service killed and started again")
+    if not any(m.startswith("NLP answers held") for m in marks):
+        missed.append("NLP answers held beyond the timeout")
+    if not any(m.startswith("bad model published") for m in marks):
+        missed.append("bad model published")
+    if not any(".refused." in k and v > 0 for k, v in stats.items()):
+        missed.append("the bad model's refusal counted by the filter")
+    return missed
+
+
+def summary_line(r: dict) -> str:
+    verdict = "OK" if r["ok"] else "FAILED"
+    extra = f", faults missed: {', '.join(r['faults_missed'])}" if r["faults_missed"] else ""
+    return (f"soak {verdict}: {r['minutes']:g} min at {r['rate']:g}/s, sent {r['sent']:,}, answered {r['answered']:,}, "
+            f"lost {r['lost']}, Envoy RSS {100 * r['envoy_rss_growth']:+.1f} %, {r['models_published']} models published{extra}")
 
 
 def render(r: dict) -> str:

@@ -45,6 +45,8 @@ import threading
 import time
 from pathlib import Path
 
+from tqdm import tqdm
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 from demo import envoyctl, render_envoy  # noqa: E402
@@ -354,6 +356,19 @@ def conclusions(results: dict) -> list[str]:
     return lines
 
 
+def summary_line(results: dict, elapsed_s: float) -> str:
+    a, b, c = (results["summary"][k] for k in "abc")
+    rss = results["rss"]
+    rss_text = (f"Envoy RSS after {rss['swaps_last']} swaps {rss['last_kib'] / rss['first_kib']:.3f}x that after {rss['swaps_first']}"
+                if rss.get("first_kib") else "no RSS comparison (fewer than 10 swaps)")
+    stray = ("scored only by published versions" if not results["stray_b"]
+             else f"scored by {len(results['stray_b'])} versions NOT published")
+    rounds = f"{results['rounds']} round{'s' if results['rounds'] != 1 else ''}"
+    return (f"swap_load: {rounds} × 3 runs of {results['duration']} s at {results['rate']:.0f} req/s in {elapsed_s:.0f} s; "
+            f"p999 (b)/(a) {b['p999_ms'] / a['p999_ms']:.2f}x, (c)/(a) {c['p999_ms'] / a['p999_ms']:.2f}x; "
+            f"{results['swaps_b']} swaps, {stray}; {rss_text}")
+
+
 def write_readme(results: dict, cmd: str) -> None:
     readme = HERE / "README.md"
     section = "\n".join([
@@ -376,13 +391,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rss-swaps", type=int, default=600)
     ap.add_argument("--write-readme", action="store_true")
     args = ap.parse_args(argv)
+    t0 = time.monotonic()
     if not CLI.is_file():
         print(f"missing {CLI}: run `make build`", file=sys.stderr)
         return 2
     work = Path(tempfile.mkdtemp(prefix="edgescore-swap-load-"))
     bench = Bench(args, work)
     started: list[envoyctl.Envoy] = []
+    # One step per measured run (5 s warm-up + --duration s), on stderr and on a terminal only
+    # (disable=None): CI logs get the per-round lines and the summary.
+    progress = tqdm(total=3 * args.rounds, desc="swap_load", unit="run", disable=None, leave=False)
     try:
+        progress.set_postfix_str("capacity")
         cap = bench.capacity()
         rate = args.rate or round(cap / 2)
         print(f"capacity {cap:.0f} req/s closed-loop; load {rate:.0f} req/s open-loop, {args.rounds} rounds of "
@@ -393,9 +413,11 @@ def main(argv: list[str] | None = None) -> int:
         rss_first: dict = {}
         for rnd in range(args.rounds):
             last = rnd == args.rounds - 1
+            progress.set_postfix_str(f"round {rnd + 1}/{args.rounds} (a) steady")
             e = bench.registry_envoy(f"steady{rnd}")
             started.append(e)
             results["runs"]["a"].append(bench.measure(f"a{rnd}", e, rate, SWAPS))
+            progress.update()
             e.stop()
 
             e = bench.registry_envoy(f"registry{rnd}")
@@ -410,7 +432,9 @@ def main(argv: list[str] | None = None) -> int:
                         rss_first.update(swaps=counter(e, SWAPS) - swaps0, kib=rss_kib(e))
                     stop.wait(max(0.0, 1.0 - (time.time() - marks[-1])))
 
+            progress.set_postfix_str(f"round {rnd + 1}/{args.rounds} (b) registry")
             run = bench.measure(f"b{rnd}", e, rate, SWAPS, publishing)
+            progress.update()
             results["runs"]["b"].append(run)
             results["publishes_b"] += len(run["marks_s"])
             results["swaps_b"] += counter(e, SWAPS) - swaps0
@@ -419,13 +443,18 @@ def main(argv: list[str] | None = None) -> int:
                 results["scored_by_b"][k] = results["scored_by_b"].get(k, 0) + n
             if last:
                 # RSS over many swaps, without load.
-                print(f"publishing until {args.rss_swaps} swaps (RSS) ...", flush=True)
-                while counter(e, SWAPS) - swaps0 < args.rss_swaps:
-                    t = time.time()
-                    bench.publish_next_bot()
-                    if not rss_first and counter(e, SWAPS) - swaps0 >= 10:
-                        rss_first.update(swaps=counter(e, SWAPS) - swaps0, kib=rss_kib(e))
-                    time.sleep(max(0.0, 1.0 - (time.time() - t)))
+                with tqdm.external_write_mode():
+                    print(f"publishing until {args.rss_swaps} swaps (RSS) ...", flush=True)
+                # A publish a second until --rss-swaps swaps take minutes without a sign of life
+                # otherwise: a bar of its own over the swaps counted so far.
+                with tqdm(total=args.rss_swaps, desc="swaps for RSS", unit="swap", disable=None, leave=False) as swaps:
+                    while (done := counter(e, SWAPS) - swaps0) < args.rss_swaps:
+                        swaps.update(done - swaps.n)
+                        t = time.time()
+                        bench.publish_next_bot()
+                        if not rss_first and counter(e, SWAPS) - swaps0 >= 10:
+                            rss_first.update(swaps=counter(e, SWAPS) - swaps0, kib=rss_kib(e))
+                        time.sleep(max(0.0, 1.0 - (time.time() - t)))
                 time.sleep(2)
                 results["rss"] = {"swaps_first": rss_first.get("swaps"), "first_kib": rss_first.get("kib"),
                                   "swaps_last": counter(e, SWAPS) - swaps0, "last_kib": rss_kib(e)}
@@ -442,9 +471,14 @@ def main(argv: list[str] | None = None) -> int:
                     push(bench.arts["bot-alt" if flip else "bot"])
                     stop.wait(max(0.0, 1.0 - (time.time() - marks[-1])))
 
+            progress.set_postfix_str(f"round {rnd + 1}/{args.rounds} (c) inline")
             results["runs"]["c"].append(bench.measure(f"c{rnd}", e, rate, "listener_manager.lds.update_success", pushing))
+            progress.update()
             e.stop()
-            print(f"round {rnd + 1}: p999 ms " + ", ".join(f"{k} {results['runs'][k][-1]['p999_ms']:.1f}" for k in "abc"), flush=True)
+            with tqdm.external_write_mode():  # the line above the bar, not through it
+                print(f"round {rnd + 1}: p999 ms " + ", ".join(f"{k} {results['runs'][k][-1]['p999_ms']:.1f}" for k in "abc"),
+                      flush=True)
+        progress.close()
 
         results["summary"] = {k: summarise(results["runs"][k]) for k in "abc"}
         # bot@1 is what every Envoy starts with; the others must be versions the bench published.
@@ -456,8 +490,10 @@ def main(argv: list[str] | None = None) -> int:
         plot({k: results["runs"][k][-1] for k in "abc"} | {"rate": rate}, HERE / "p999.png")
         if args.write_readme:
             write_readme(results, "make bench-swap")
+        print(summary_line(results, time.monotonic() - t0))
         return 0
     finally:
+        progress.close()
         for e in started:
             e.stop()
         bench.server.down()

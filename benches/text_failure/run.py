@@ -33,6 +33,8 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+from tqdm import tqdm
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 from demo import backend as demo_backend  # noqa: E402
@@ -105,7 +107,7 @@ def filter_counter(e: envoyctl.Envoy, name: str) -> int:
     return e.stats(rf"^wasmcustom\.edgescore\.text\.{name}$").get(f"wasmcustom.edgescore.text.{name}", 0)
 
 
-def run_mode(mode: str, n: int, backend, work: Path, timeout_s: float) -> dict:
+def run_mode(mode: str, n: int, backend, work: Path, timeout_s: float, progress: tqdm) -> dict:
     svc = SilentServer() if mode == "hang" else Answering(200, b"<html>not a verdict</html>") if mode == "garbage" \
         else Answering(500, b"oops") if mode == "error" else None
     port = svc.port if svc else refused_port()
@@ -121,6 +123,7 @@ def run_mode(mode: str, n: int, backend, work: Path, timeout_s: float) -> dict:
             st, t = timed(edge, chat())
             statuses.append(st)
             took.append(t)
+            progress.update()
         time.sleep(1.5)  # the filter's metrics reach Envoy on its next flush (1 s)
         errors, timeouts = filter_counter(e, "errors"), filter_counter(e, "timeouts")
     finally:
@@ -143,6 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", type=Path)
     ap.add_argument("--write-readme", action="store_true")
     args = ap.parse_args(argv)
+    t0 = time.monotonic()
     text = json.loads(render_envoy.wasm_filter(render_envoy.load_config())["configuration"]["value"])["text"]
     timeout_s = text["timeout_ms"] / 1000
     records: list[dict] = []
@@ -150,14 +154,19 @@ def main(argv: list[str] | None = None) -> int:
     demo_backend.serve_in_thread(backend)
     rows = []
     try:
-        with tempfile.TemporaryDirectory(prefix="edgescore-text-failure-") as tmp:
+        # One step per chat POST (a `hang` one waits the whole timeout), on stderr and on a terminal
+        # only (disable=None): CI logs get the per-mode lines and the summary.
+        with (tempfile.TemporaryDirectory(prefix="edgescore-text-failure-") as tmp,
+              tqdm(total=len(MODES) * args.requests, desc="text_failure", unit="req", disable=None, leave=False) as progress):
             for mode in MODES:
+                progress.set_postfix_str(mode)
                 records.clear()
-                r = run_mode(mode, args.requests, backend, Path(tmp), timeout_s)
+                r = run_mode(mode, args.requests, backend, Path(tmp), timeout_s, progress)
                 marked = sum(1 for rec in records if any(k == "x-edgescore-text" and v.startswith("error=") for k, v in rec["headers"]))
                 r["passed_marked"] = marked
                 rows.append(r)
-                print(json.dumps(r), flush=True)
+                with tqdm.external_write_mode():  # the line above the bar, not through it
+                    print(json.dumps(r), flush=True)
     finally:
         backend.shutdown()
         backend.server_close()
@@ -183,6 +192,11 @@ def main(argv: list[str] | None = None) -> int:
         text_md = readme.read_text()
         start, end = "<!-- results:begin -->", "<!-- results:end -->"
         readme.write_text(text_md[:text_md.index(start) + len(start)] + "\n" + report + "\n" + text_md[text_md.index(end):])
+    sent = len(rows) * args.requests
+    print(f"text_failure {'OK' if ok else 'FAILED'}: {len(rows)} modes × {args.requests} chat POSTs in {time.monotonic() - t0:.0f} s; "
+          f"answered 200 {sum(r['answered_200'] for r in rows)}/{sent}, counted as text errors "
+          f"{sum(r['text_errors'] for r in rows)}/{sent}; worst p99 wait {max(r['p99_ms'] for r in rows):+.1f} ms "
+          f"(hang: beyond the timeout; the others: over the baseline)")
     return 0 if ok else 1
 
 

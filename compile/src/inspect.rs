@@ -107,7 +107,7 @@ pub fn report(e: &TreeEnsemble) -> Report {
 
 /// An input's name, or for CTR feature `k` (index `n_features + k`) `ctr{k}(` its
 /// projection's inputs `)`.
-fn feature_name(e: &TreeEnsemble, i: usize) -> String {
+pub fn feature_name(e: &TreeEnsemble, i: usize) -> String {
     let n = e.n_features();
     if i < n {
         return e.feature_name(i).to_string();

@@ -6,6 +6,7 @@ pub mod inspect;
 pub mod ir;
 pub mod readers;
 pub mod registry;
+pub mod report;
 pub mod rows;
 pub mod schema;
 pub mod write;
@@ -69,4 +70,62 @@ pub fn load_model(path: &Path, format: readers::Format) -> Result<ModelIr> {
 /// Model file → artifact bytes.
 pub fn compile(model: &ModelIr) -> Result<Vec<u8>> {
     Ok(crate::write::write(model)?)
+}
+
+/// The name `compile` records when given none: the file stem, without a `.json`/`.txt` left
+/// by a `.gz`.
+pub fn default_model_name(path: &Path) -> String {
+    let stem = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+    stem.trim_end_matches(".json").trim_end_matches(".txt").to_string()
+}
+
+/// What `compile` takes besides the model file; `inspect` of a trained model takes the same.
+pub struct SourceOptions<'a> {
+    pub format: readers::Format,
+    /// The name recorded in the artifact; [`default_model_name`] if `None`.
+    pub name: Option<&'a str>,
+    pub version: Option<&'a str>,
+    /// The feature schema (`schema::SchemaFile`) to stamp into the artifact.
+    pub schema: Option<&'a Path>,
+}
+
+/// A trained model's IR as `compile` makes it: read, named, versioned, schema applied.
+pub fn read_source(path: &Path, bytes: &[u8], options: &SourceOptions) -> Result<ModelIr> {
+    let mut ir = readers::read(bytes, options.format).with_context(|| format!("cannot compile {}", path.display()))?;
+    ir.name = options.name.map_or_else(|| default_model_name(path), str::to_string);
+    if let Some(v) = options.version {
+        ir.version = v.to_string();
+    }
+    if let Some(schema_path) = options.schema {
+        let s = schema::SchemaFile::read(schema_path)?;
+        schema::apply(&mut ir, &s).with_context(|| format!("{} does not fit schema {}", path.display(), schema_path.display()))?;
+    }
+    Ok(ir)
+}
+
+/// What `inspect` describes: an artifact as it is, or a trained model compiled in memory
+/// exactly as `compile` would (nothing written), with its file's gain record.
+pub struct Inspected {
+    pub model: edgescore_core::Model,
+    pub origin: report::Origin,
+}
+
+pub fn load_for_inspect(path: &Path, options: &SourceOptions) -> Result<Inspected> {
+    let bytes = read_model_file(path)?;
+    // A damaged artifact may have lost its magic: by its `.esm` name it still gets the
+    // artifact validator's error (which names the damage), not "cannot tell the format".
+    let named_esm = path.extension().is_some_and(|e| e == "esm");
+    if named_esm || bytes.starts_with(&edgescore_core::artifact::layout::MAGIC) {
+        let given = options.schema.is_some() || options.name.is_some() || options.version.is_some();
+        if given || options.format != readers::Format::Auto {
+            anyhow::bail!("{} is a compiled artifact: --schema, --format, --name and --version apply to trained models", path.display());
+        }
+        let model = edgescore_core::Model::load(&bytes).with_context(|| format!("{} is not a valid artifact", path.display()))?;
+        return Ok(Inspected { model, origin: report::Origin::Artifact });
+    }
+    let ir = read_source(path, &bytes, options)?;
+    let artifact = compile(&ir).with_context(|| format!("cannot compile {}", path.display()))?;
+    let model = edgescore_core::Model::load(&artifact).context("the compiled artifact failed validation (compiler bug)")?;
+    let gain = readers::gain::read(&bytes, options.format).with_context(|| format!("cannot read the split gains of {}", path.display()))?;
+    Ok(Inspected { model, origin: report::Origin::Source(gain) })
 }

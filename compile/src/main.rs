@@ -4,9 +4,9 @@
 use edgescore_compile::registry;
 
 use anyhow::{Context, Result};
-use clap::{Parser, Subcommand};
+use clap::{Args, Parser, Subcommand};
 use edgescore_compile::readers::Format;
-use edgescore_compile::{features, inspect, rows, schema};
+use edgescore_compile::{features, inspect, report, rows, schema, SourceOptions};
 use edgescore_core::Model;
 use std::io::Write;
 use std::path::PathBuf;
@@ -19,6 +19,29 @@ struct Cli {
     command: Command,
 }
 
+/// How a trained model is read: `compile` takes these, and `inspect` of a trained model.
+#[derive(Args)]
+struct SourceArgs {
+    #[arg(long, value_enum, default_value = "auto")]
+    format: Format,
+    /// Model name recorded in the artifact (default: the file stem).
+    #[arg(long)]
+    name: Option<String>,
+    /// Version string recorded in the artifact.
+    #[arg(long)]
+    version: Option<String>,
+    /// Feature schema (JSON): the filter's feature names in column order and the bucket
+    /// count of each hashed categorical. Needed for models the filter will run.
+    #[arg(long)]
+    schema: Option<PathBuf>,
+}
+
+impl SourceArgs {
+    fn options(&self) -> SourceOptions<'_> {
+        SourceOptions { format: self.format, name: self.name.as_deref(), version: self.version.as_deref(), schema: self.schema.as_deref() }
+    }
+}
+
 #[derive(Subcommand)]
 enum Command {
     /// Compile a trained model (XGBoost JSON, LightGBM text, CatBoost JSON, ONNX; gzip accepted).
@@ -26,18 +49,8 @@ enum Command {
         model: PathBuf,
         #[arg(short, long)]
         output: PathBuf,
-        #[arg(long, value_enum, default_value = "auto")]
-        format: Format,
-        /// Model name recorded in the artifact (default: the file stem).
-        #[arg(long)]
-        name: Option<String>,
-        /// Version string recorded in the artifact.
-        #[arg(long)]
-        version: Option<String>,
-        /// Feature schema (JSON): the filter's feature names in column order and the bucket
-        /// count of each hashed categorical. Needed for models the filter will run.
-        #[arg(long)]
-        schema: Option<PathBuf>,
+        #[command(flatten)]
+        source: SourceArgs,
     },
     /// Compute the filter's feature vectors for recorded requests (JSON lines) as CSV.
     Features {
@@ -56,11 +69,22 @@ enum Command {
         #[arg(long)]
         list: bool,
     },
-    /// Describe an artifact: trees, nodes, depths, features, size, checksum.
+    /// Describe an artifact: trees, nodes, depths, features, size, checksum. Given a trained
+    /// model instead, compile it in memory first (as `compile` would, nothing written).
     Inspect {
-        artifact: PathBuf,
-        #[arg(long)]
+        /// An artifact (.esm), or a trained model in any format `compile` reads.
+        model: PathBuf,
+        #[arg(long, conflicts_with = "html")]
         json: bool,
+        /// Write a self-contained HTML report (charts of shape, importance, thresholds).
+        #[arg(long, value_name = "REPORT.html")]
+        html: Option<PathBuf>,
+        /// Rows to score for the report's score distribution (the CSV `score` reads).
+        #[arg(long, requires = "html", value_name = "ROWS.csv")]
+        csv: Option<PathBuf>,
+        /// For a trained model: read it as `compile` does.
+        #[command(flatten)]
+        source: SourceArgs,
     },
     /// Score CSV rows (header row; empty cell = missing); one output line per row.
     Score {
@@ -131,20 +155,9 @@ fn load_artifact(path: &PathBuf) -> Result<Model> {
 
 fn run(cli: Cli) -> Result<()> {
     match cli.command {
-        Command::Compile { model, output, format, name, version, schema } => {
+        Command::Compile { model, output, source } => {
             let start = Instant::now();
-            let mut ir = edgescore_compile::load_model(&model, format)?;
-            ir.name = name.unwrap_or_else(|| {
-                let stem = model.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
-                stem.trim_end_matches(".json").trim_end_matches(".txt").to_string()
-            });
-            if let Some(v) = version {
-                ir.version = v;
-            }
-            if let Some(path) = schema {
-                let s = schema::SchemaFile::read(&path)?;
-                schema::apply(&mut ir, &s).with_context(|| format!("{} does not fit schema {}", model.display(), path.display()))?;
-            }
+            let ir = edgescore_compile::read_source(&model, &edgescore_compile::read_model_file(&model)?, &source.options())?;
             let bytes = edgescore_compile::compile(&ir).with_context(|| format!("cannot compile {}", model.display()))?;
             // Validate what we wrote, exactly as the filter will.
             let loaded = Model::load(&bytes).context("the compiled artifact failed validation (compiler bug)")?;
@@ -197,8 +210,25 @@ fn run(cli: Cli) -> Result<()> {
             };
             features::write_table(&s, &key, input, out)?;
         }
-        Command::Inspect { artifact, json } => {
-            let model = load_artifact(&artifact)?;
+        Command::Inspect { model, html: Some(html), csv, source, .. } => {
+            let inspected = edgescore_compile::load_for_inspect(&model, &source.options())?;
+            let e = inspected.model.ensemble();
+            let rows = csv.as_ref().map(|path| rows::read_rows(path, &e)).transpose()?;
+            let source = csv.as_ref().map(|p| p.display().to_string()).unwrap_or_default();
+            let rows = rows.as_ref().map(|rows| report::Rows { source: &source, rows });
+            let built = report::build(&e, inspected.origin, rows).with_context(|| format!("cannot report on {}", model.display()))?;
+            std::fs::write(&html, report::render_html(&built)).with_context(|| format!("cannot write {}", html.display()))?;
+            println!(
+                "{} -> {}: {} trees, gain {}, {}",
+                model.display(),
+                html.display(),
+                built.summary.trees,
+                if built.gain == report::Gain::Recorded { "from the source" } else { "not available" },
+                built.scores.as_ref().map_or("no rows scored".to_string(), |s| format!("{} rows scored", s.rows)),
+            );
+        }
+        Command::Inspect { model, json, html: None, source, .. } => {
+            let model = edgescore_compile::load_for_inspect(&model, &source.options())?.model;
             let report = inspect::report(&model.ensemble());
             if json {
                 println!("{}", serde_json::to_string_pretty(&report)?);

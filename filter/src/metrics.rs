@@ -7,8 +7,11 @@
 //! A VM that traps loses what it had not flushed.
 //!
 //! Envoy 1.40 keeps the names under `wasmcustom.` in `/stats`
-//! (`wasmcustom.edgescore.requests_scored`) and strips that prefix in `/stats/prometheus`,
-//! where dots become underscores: `edgescore_requests_scored`.
+//! (`wasmcustom.edgescore.model.bot.requests.block`) and strips that prefix in
+//! `/stats/prometheus`, where dots become underscores. The names put each variable part (a
+//! model, an action, a label, a reason, a bucket bound) in one dot-separated segment after a
+//! fixed stem, so that envoy.yaml's `stats_config.stats_tags` can lift it into a Prometheus
+//! label: `edgescore_model_requests{model="bot",action="block"}` (docs/metrics.md lists them).
 
 use edgescore_core::config::MetricsConfig;
 use edgescore_core::decision::ModelPolicy;
@@ -25,10 +28,10 @@ impl Count {
 
 /// Per model: the score distribution as a Prometheus histogram made of counters, upper bounds
 /// in per mille. Envoy's own histograms would need a `record_metric` per request; these are
-/// exact, where Envoy's are approximate. With the `stats_tags` entry in envoy.yaml the bucket
+/// exact, where Envoy's are approximate. With the `stats_tags` entries in envoy.yaml the bucket
 /// counters show in `/stats/prometheus` as
-/// `edgescore_model_bot_score_permille_bucket{le="950"}`, with `_sum` and `_count`, as an
-/// Envoy histogram would (`histogram_quantile` works on them).
+/// `edgescore_model_score_permille_bucket{model="bot",le="950"}`, with `_sum` and `_count`, as
+/// an Envoy histogram would (`histogram_quantile` works on them).
 pub const SCORE_BOUNDS: [u16; 16] = [10, 50, 100, 200, 300, 400, 500, 600, 700, 800, 850, 900, 950, 980, 990, 1000];
 
 pub struct ScoreHistogram {
@@ -170,7 +173,7 @@ impl Metrics {
             .map(|m| {
                 // A shadow challenger counts apart from the active model of the same name.
                 let prefix = if m.shadow { format!("edgescore.shadow.{}", m.name) } else { format!("edgescore.model.{}", m.name) };
-                let mut band = |b: &str| if per_model.model_counters { t.counter(&format!("{prefix}.{b}")) } else { Count::OFF };
+                let mut band = |b: &str| if per_model.model_counters { t.counter(&format!("{prefix}.requests.{b}")) } else { Count::OFF };
                 let (allow, tag, block) = (band("allow"), band("tag"), band("block"));
                 let scores = per_model.score_histograms.then(|| t.histogram(&prefix));
                 ModelMetrics { allow, tag, block, scores }

@@ -157,10 +157,15 @@ impl Plugin {
             Ok(scorer) => {
                 let ids: Vec<&str> = scorer.models().iter().map(|m| m.id.as_str()).collect();
                 log(LogLevel::Info, &format!("edgescore: registry generation {} (manifest {}) serving [{}]", record.generation, record.sequence, ids.join(", ")));
-                for (e, _) in &entries {
-                    let kind = if e.mode == ModelMode::Shadow { "shadow_version" } else { "version" };
-                    if let Ok(id) = hostcalls::define_metric(MetricType::Gauge, &format!("edgescore.registry.{kind}.{}", e.name)) {
-                        let _ = hostcalls::record_metric(id, e.version);
+                // The gauges name the versions served; 0 for a model the new set no longer
+                // has (a shadow dropped by its promotion).
+                let served = entries.iter().map(|(e, _)| (e.name.as_str(), e.mode, e.version));
+                let dropped = self.updates.loaded().iter().map(|(e, _)| e).filter(|old| !entries.iter().any(|(e, _)| e.name == old.name && e.mode == old.mode));
+                let gauges: Vec<(&str, ModelMode, u64)> = served.chain(dropped.map(|e| (e.name.as_str(), e.mode, 0))).collect();
+                for (name, mode, version) in gauges {
+                    let kind = if mode == ModelMode::Shadow { "shadow_version" } else { "version" };
+                    if let Ok(id) = hostcalls::define_metric(MetricType::Gauge, &format!("edgescore.registry.{kind}.{name}")) {
+                        let _ = hostcalls::record_metric(id, version);
                     }
                 }
                 *self.active.borrow_mut() = Some(Active::new(scorer));

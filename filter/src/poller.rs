@@ -57,7 +57,8 @@ enum Waiting {
 struct Plan {
     manifest: Manifest,
     queue: VecDeque<ManifestModel>,
-    /// (name, mode) → the entry and its bytes, starting from the currently served set.
+    /// (name, mode) → the entry and its bytes, starting from the currently served entries the
+    /// manifest still lists.
     set: BTreeMap<(String, ModelMode), (ManifestModel, Vec<u8>)>,
     fetching: Option<ManifestModel>,
 }
@@ -208,7 +209,16 @@ impl Poller {
         for (entry, r) in refusals {
             self.refuse(Some(&entry), r);
         }
-        let plan = Plan { manifest, queue, set: self.served.clone(), fetching: None };
+        // The manifest lists the whole set: a served (name, mode) it no longer lists stops
+        // being served (the shadow a promotion drops; an active name falls back to its
+        // bootstrap artifact, if any). One it lists keeps its version until the new one passes.
+        let set = self
+            .served
+            .iter()
+            .filter(|((name, mode), _)| manifest.models.iter().any(|e| e.name == *name && e.mode == *mode))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        let plan = Plan { manifest, queue, set, fetching: None };
         self.next(plan);
     }
 

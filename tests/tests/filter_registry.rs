@@ -255,12 +255,20 @@ fn a_shadow_model_scores_beside_the_active_one_and_never_acts() {
     assert!(scores.contains("bot@1=") && scores.contains("bot@2~shadow="), "{scores}");
     assert!(!decision.contains("block"), "{decision}");
     assert_eq!(rig.poller.metric("edgescore.registry.shadow_version.bot"), Some(2));
-    // Promotion is one more publish: the same artifact, active, version 3.
+    // Promotion is one more publish: the same artifact, active, version 3. The manifest drops
+    // the shadow entry, and the workers stop scoring it.
     rig.publish(&bot(4.0, 0), false);
+    assert!(rig.manifest().models.iter().all(|e| e.mode != edgescore_core::registry::ModelMode::Shadow));
     rig.poll();
     rig.swap_all(10);
-    let (_, _, reply) = request(&mut rig.workers[0], 3);
-    assert_eq!(reply, Some(403));
+    for w in &mut rig.workers {
+        let (scores, decision, reply) = request(w, 3);
+        assert_eq!(reply, Some(403));
+        assert!(decision.contains("model=bot@3"), "{decision}");
+        assert!(!scores.contains("~shadow"), "the dropped shadow still scores: {scores}");
+    }
+    assert_eq!(rig.poller.metric("edgescore.registry.version.bot"), Some(3));
+    assert_eq!(rig.poller.metric("edgescore.registry.shadow_version.bot"), Some(0));
 }
 
 #[test]

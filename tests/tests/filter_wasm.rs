@@ -43,7 +43,7 @@ fn browser_passes_with_scores() {
     vm.tick().unwrap();
     assert_eq!(vm.metric("edgescore.requests_scored"), Some(1));
     assert_eq!(vm.metric("edgescore.decision.allow"), Some(1));
-    assert_eq!(vm.metric("edgescore.model.bot.allow"), Some(1));
+    assert_eq!(vm.metric("edgescore.model.bot.requests.allow"), Some(1));
     assert_score_histogram(&vm, "bot", &[18]);
 }
 
@@ -115,7 +115,7 @@ fn bot_is_blocked_in_enforce_mode() {
     assert_eq!(reply.headers.get_str("x-edgescore-decision").unwrap(), "block;model=bot@1");
     vm.tick().unwrap();
     assert_eq!(vm.metric("edgescore.decision.block"), Some(1));
-    assert_eq!(vm.metric("edgescore.model.bot.block"), Some(1));
+    assert_eq!(vm.metric("edgescore.model.bot.requests.block"), Some(1));
 }
 
 #[test]
@@ -186,7 +186,7 @@ fn per_model_metrics_can_be_turned_off() {
     assert_eq!(vm.metric("edgescore.decision.allow"), Some(1));
     for model in ["bot", "scanner"] {
         for band in ["allow", "tag", "block"] {
-            assert_eq!(vm.metric(&format!("edgescore.model.{model}.{band}")), None, "{model}.{band} defined");
+            assert_eq!(vm.metric(&format!("edgescore.model.{model}.requests.{band}")), None, "{model}.{band} defined");
         }
         assert_eq!(vm.metric(&format!("edgescore.model.{model}.score_permille_count")), None);
     }
@@ -196,7 +196,7 @@ fn per_model_metrics_can_be_turned_off() {
     vm.request_headers(&s, browser(), true).unwrap();
     vm.tick().unwrap();
     assert_score_histogram(&vm, "bot", &[18]);
-    assert_eq!(vm.metric("edgescore.model.bot.allow"), None);
+    assert_eq!(vm.metric("edgescore.model.bot.requests.allow"), None);
 }
 
 #[test]

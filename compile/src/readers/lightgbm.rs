@@ -45,13 +45,13 @@ fn tree_err(t: usize, detail: impl std::fmt::Display) -> ReadError {
 
 /// `key=value` lines of the header (and bare flags such as `average_output`), then one block
 /// per `Tree=N` section.
-struct Sections<'a> {
+pub(super) struct Sections<'a> {
     header: HashMap<&'a str, &'a str>,
     flags: Vec<&'a str>,
-    trees: Vec<HashMap<&'a str, &'a str>>,
+    pub(super) trees: Vec<HashMap<&'a str, &'a str>>,
 }
 
-fn split_sections(text: &str) -> Result<Sections<'_>, ReadError> {
+pub(super) fn split_sections(text: &str) -> Result<Sections<'_>, ReadError> {
     let mut lines = text.lines().map(str::trim).filter(|l| !l.is_empty());
     match lines.next() {
         Some("tree") => {}
@@ -198,7 +198,7 @@ fn parse_objective(objective: Option<&str>, n_outputs: usize) -> Result<Objectiv
 }
 
 /// Parses a whitespace-separated list of exactly `len` values.
-fn list<T: std::str::FromStr>(
+pub(super) fn list<T: std::str::FromStr>(
     t: usize,
     tree: &HashMap<&str, &str>,
     key: &str,
@@ -221,7 +221,7 @@ fn list<T: std::str::FromStr>(
     Ok(out)
 }
 
-fn tree_int(t: usize, tree: &HashMap<&str, &str>, key: &str) -> Result<Option<i64>, ReadError> {
+pub(super) fn tree_int(t: usize, tree: &HashMap<&str, &str>, key: &str) -> Result<Option<i64>, ReadError> {
     tree.get(key)
         .map(|v| v.parse::<i64>().map_err(|_| tree_err(t, format_args!("`{key}` is not an integer: `{}`", truncate(v)))))
         .transpose()

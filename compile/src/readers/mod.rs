@@ -7,6 +7,7 @@ pub mod catboost;
 mod catboost_cbm;
 mod catboost_ctr;
 pub mod flatbuf;
+pub mod gain;
 #[cfg(test)]
 mod library_check;
 pub mod lightgbm;

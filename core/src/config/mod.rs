@@ -113,7 +113,7 @@ pub struct FeatureLogConfig {
 pub struct MetricsConfig {
     /// `edgescore.model.<name>.score_permille_*`: per model, the score distribution.
     pub score_histograms: bool,
-    /// `edgescore.model.<name>.{allow,tag,block}` counters.
+    /// `edgescore.model.<name>.requests.{allow,tag,block}` counters.
     pub model_counters: bool,
     /// How often each worker hands its counts to Envoy (milliseconds): what `/stats` lags by.
     pub flush_ms: u32,
