@@ -66,14 +66,23 @@ class EchoHandler(BaseHTTPRequestHandler):
             super().log_message(format, *args)
 
 
+class EchoServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request, client_address) -> None:
+        # Envoy resets pooled upstream connections (a downstream reset, an idle timeout): for
+        # an upstream that is routine, not a traceback on stderr per connection.
+        if isinstance(sys.exc_info()[1], (ConnectionResetError, BrokenPipeError)):
+            return
+        super().handle_error(request, client_address)
+
+
 def make_server(host: str = "127.0.0.1", port: int = 8081, on_request: Callable[[Record], None] | None = None,
                 quiet: bool = True) -> ThreadingHTTPServer:
     """A bound (not yet serving) echo server; port 0 picks a free port (`server.server_port`)."""
     handler = type("Handler", (EchoHandler,), {"on_request": staticmethod(on_request) if on_request else None,
                                                 "quiet": quiet})
-    server = ThreadingHTTPServer((host, port), handler)
-    server.daemon_threads = True
-    return server
+    return EchoServer((host, port), handler)
 
 
 def serve_in_thread(server: ThreadingHTTPServer) -> threading.Thread:
