@@ -13,56 +13,24 @@ What runs, all on this machine:
 - for the node loss, an Envoy with the filter whose `nlp` cluster lists both nodes' proxies and
   the replicas' own listener.
 
-Ray quirks met here (Ray 2.60):
-- In cluster mode `ray start --node-ip-address 127.0.0.1` registers the machine's address
-  instead (Ray turns loopback into a "remotely reachable" IP), so both nodes report the same IP:
-  nodes are told apart by node id, never by IP. Ray's gRPC ports listen on every interface
-  whatever the node address; Serve's proxies and the dashboard bind 127.0.0.1 as configured.
-- Two nodes on one machine need a --temp-dir each (accepted per node), and ports of their own
-  where Ray has fixed defaults: the dashboard agent's HTTP port (52365) and, on the head, the
-  Ray Client server (10001). Worker ports 0 lets the OS choose.
-- With proxy_location EveryNode every proxy binds http_options.port. Serve sets SO_REUSEPORT,
-  so on one machine both proxies would bind it and the kernel would split connections between
-  them at random; RAY_SERVE_WORKER_PROXY_HTTP_PORT (read by the proxy on a worker node) gives
-  the worker's proxy a port of its own, so a client can name each node's proxy, as it names
-  each node's address in a real cluster.
-- A proxy routes to a replica on its own node first (locality routing), so traffic entering at
-  one node stays there while that replica has room.
-- With RAY_AUTH_MODE=token the dashboard's REST API (state API, Serve API) wants
-  `Authorization: Bearer <token>`; RAY_AUTH_TOKEN in the nodes' environment sets the cluster's
-  token without touching ~/.ray/auth_token.
-- Serve builds the app (imports nlp.app) in a task on the cluster, so the nodes, not only the
-  deploying client, need the repository on PYTHONPATH.
-- Serve's access log lines name the replica and carry the request's x-request-id: which node
-  served a request is read from the replica logs in each node's temp dir (Serve adds no
-  response header saying so).
-- The GCS declares a killed node dead after 5 failed health checks 3 s apart (~13-15 s here);
-  Serve's controller often notices the replica gone sooner, through its own health check.
-  Until the GCS has declared the node dead, Ray may still schedule onto it: a Serve deployment
-  actor recreated there failed, which counted against max_constructor_retry_count, and past it
-  Serve started no replica of the deployment until it was deployed again (hence the head-only
-  stats board in nlp/app.py, checked below).
+The cluster itself (nodes in sessions of their own, the dashboard, the Ray quirks met on the
+way) is tests/nlp/ray_cluster.py.
 """
 
 from __future__ import annotations
 
-import http.client
 import json
 import os
 import re
 import secrets
 import shutil
-import signal
 import subprocess
-import sys
 import tempfile
 import threading
 import time
-import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
@@ -71,20 +39,14 @@ from demo import render_envoy, traffic
 from demo.loopback import free_port
 from envoy_harness import require_build
 from nlp.config import ServiceConfig
-from nlp.process_session import ProcessInfo, session_processes, terminate_session
+from ray_cluster import (APP, BIN, Cluster, Dashboard, RayNode, app_summary, get_json, keep_logs, running_replicas, score,
+                         wait_for)
 
 REPO = Path(__file__).resolve().parents[2]
 CLUSTER_CONFIG = REPO / "nlp" / "serve_cluster.yaml"
 SINGLE_NODE_CONFIG = REPO / "nlp" / "serve_config.yaml"
 RAYSERVICE = REPO / "deploy" / "kuberay" / "rayservice.yaml"
-BIN = Path(sys.executable).parent
-APP = "edgescore-nlp"
-DEPLOYMENT = "TextScorer"
 CPUS_PER_NODE = 2
-
-# A replica's access log line: `INFO <date> <time> edgescore-nlp_TextScorer <replica> <request id>
-# -- POST / 200 18.6ms`.
-ACCESS_LINE = re.compile(rf" {APP}_{DEPLOYMENT} (?P<replica>\S+) (?P<request>\S+) -- POST \S+ (?P<status>\d{{3}}) ")
 
 TEXTS = [
     "thanks for the help yesterday, see you at practice tomorrow!",
@@ -148,168 +110,6 @@ def _cpu_limit(container: dict) -> float:
     return float(value[:-1]) / 1000 if value.endswith("m") else float(value)
 
 
-# ---------------------------------------------------------------------------------------------
-# a Ray node in a session of its own
-
-
-class RayNode:
-    """One `ray start` node, its processes found through its Unix session."""
-
-    def __init__(self, name: str, temp_dir: Path, env: dict[str, str]):
-        self.name, self.temp_dir, self.env = name, temp_dir, env
-        self.output = temp_dir.parent / f"{name}-ray-start.out"
-        self.session: int | None = None
-
-    def start(self, args: list[str], timeout_s: float = 180) -> None:
-        with open(self.output, "wb") as out:
-            proc = subprocess.Popen(
-                [str(BIN / "ray"), "start", *args, "--temp-dir", str(self.temp_dir)],
-                cwd=REPO, env=self.env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-        self.session = proc.pid  # known before the wait: a start that hangs is still cleaned up
-        try:
-            code = proc.wait(timeout_s)
-        except subprocess.TimeoutExpired:
-            raise AssertionError(f"ray start ({self.name}) did not return in {timeout_s:.0f} s:\n{self.tail()}") from None
-        assert code == 0, f"ray start ({self.name}) exited {code}:\n{self.tail()}"
-
-    def tail(self, lines: int = 30) -> str:
-        return "\n".join(self.output.read_text(errors="replace").splitlines()[-lines:])
-
-    def processes(self) -> list[ProcessInfo]:
-        return session_processes(self.session) if self.session is not None else []
-
-    def kill(self) -> list[ProcessInfo]:
-        """SIGKILL every process of the node at once: a machine that dies, not a shutdown.
-        Returns once every thread of them has exited, i.e. their sockets are closed."""
-        killed: dict[int, ProcessInfo] = {}
-        deadline = time.monotonic() + 10
-        while (alive := self.processes()) and time.monotonic() < deadline:
-            for process in alive:  # again for any forked while the first ones died
-                try:
-                    os.kill(process.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-            killed.update((p.pid, p) for p in alive)
-            time.sleep(0.02)
-        # A killed process shows as a zombie ("Z", which process_session counts as gone) as soon
-        # as its main thread has exited, while its other threads may still hold its files: a
-        # proxy's listening socket then accepts connections for a few more milliseconds.
-        while not all(_threads_exited(pid) for pid in killed) and time.monotonic() < deadline:
-            time.sleep(0.005)
-        left = [p for p in killed.values() if not _threads_exited(p.pid)] + self.processes()
-        assert not left, f"{self.name}: processes survived SIGKILL: {left}"
-        return list(killed.values())
-
-    def stop(self) -> None:
-        if self.session is not None:
-            terminate_session(self.session, grace_s=10.0)
-            left = self.processes()
-            assert not left, f"{self.name}: left running: {[(p.pid, p.command[:60]) for p in left]}"
-
-
-def _threads_exited(pid: int) -> bool:
-    try:
-        tasks = os.listdir(f"/proc/{pid}/task")
-    except FileNotFoundError:
-        return True
-    for task in tasks:
-        try:
-            stat = Path(f"/proc/{pid}/task/{task}/stat").read_text()
-        except FileNotFoundError:
-            continue
-        if stat[stat.rindex(")") + 2] not in "ZX":
-            return False
-    return True
-
-
-class Dashboard:
-    """The head's REST API: the state API (/api/v0) and Serve's (/api/serve)."""
-
-    def __init__(self, port: int, token: str):
-        self.base, self.token = f"http://127.0.0.1:{port}", token
-
-    def get(self, path: str) -> Any:
-        request = urllib.request.Request(self.base + path, headers={"Authorization": f"Bearer {self.token}"})
-        with urllib.request.urlopen(request, timeout=30) as response:
-            return json.loads(response.read())
-
-    def serve_details(self) -> dict:
-        return self.get("/api/serve/applications/")
-
-    def nodes(self) -> list[dict]:
-        return self.get("/api/v0/nodes?limit=100")["data"]["result"]["result"]
-
-    def actors(self) -> list[dict]:
-        return self.get("/api/v0/actors?limit=1000")["data"]["result"]["result"]
-
-
-@dataclass
-class Cluster:
-    head: RayNode
-    worker: RayNode
-    dashboard: Dashboard
-    head_node_id: str
-    worker_node_id: str
-    # Serve's HTTP proxy of each node (the worker's on a port of its own, see the docstring).
-    head_port: int
-    worker_port: int
-    # The replicas' own listener (nlp/ingress.py), one port for both nodes' replicas.
-    ingress_port: int
-    timings: dict[str, float] = field(default_factory=dict)
-
-    def node_of_temp_dir(self) -> dict[Path, str]:
-        return {self.head.temp_dir: self.head_node_id, self.worker.temp_dir: self.worker_node_id}
-
-    def served(self) -> dict[str, tuple[str, str, int]]:
-        """request id -> (replica id, node id, status), from every replica's access log."""
-        found: dict[str, tuple[str, str, int]] = {}
-        for temp_dir, node_id in self.node_of_temp_dir().items():
-            for log in temp_dir.glob(f"session_latest/logs/serve/replica_{APP}_{DEPLOYMENT}_*.log"):
-                for line in log.read_text(errors="replace").splitlines():
-                    if m := ACCESS_LINE.search(line):
-                        assert m["request"] not in found, f"request {m['request']} served twice"
-                        found[m["request"]] = (m["replica"], node_id, int(m["status"]))
-        return found
-
-
-def _wait(what: str, condition, timeout_s: float, interval_s: float = 0.5):
-    deadline = time.monotonic() + timeout_s
-    last: Any = None
-    while time.monotonic() < deadline:
-        try:
-            last = condition()
-        except (OSError, KeyError, ValueError) as err:  # the dashboard restarting a module, ...
-            last = err
-        if last and not isinstance(last, Exception):
-            return last
-        time.sleep(interval_s)
-    raise AssertionError(f"{what}: not within {timeout_s:.0f} s (last: {last!r})")
-
-
-def _app_summary(dashboard: Dashboard) -> str:
-    app = dashboard.serve_details()["applications"].get(APP) or {}
-    deployment = app.get("deployments", {}).get(DEPLOYMENT, {})
-    return (f"app {app.get('status')} {app.get('message', '')[:300]!r}; deployment {deployment.get('status')} "
-            f"{deployment.get('message', '')[:500]!r}; replicas "
-            f"{[(r['replica_id'], r['state'], r.get('node_id', '')[:8]) for r in deployment.get('replicas', [])]}")
-
-
-def _running(dashboard: Dashboard, expect: int) -> list[dict] | None:
-    """The RUNNING replicas once the app is RUNNING with `expect` of them, else None."""
-    details = dashboard.serve_details()
-    app = details["applications"].get(APP)
-    if app is None:
-        return None
-    if app["status"] == "DEPLOY_FAILED":
-        raise AssertionError(f"the deploy failed: {app['message']}\n"
-                             f"{json.dumps(app.get('deployments', {}), indent=1)[:4000]}")
-    replicas = [r for r in app["deployments"].get(DEPLOYMENT, {}).get("replicas", []) if r["state"] == "RUNNING"]
-    if app["status"] == "RUNNING" and len(replicas) == expect:
-        return replicas
-    return None
-
 
 @pytest.fixture(scope="module")
 def cluster(request, tmp_path_factory):
@@ -353,7 +153,7 @@ def cluster(request, tmp_path_factory):
         worker.start(["--address", f"127.0.0.1:{gcs_port}", "--dashboard-agent-listen-port", str(free_port()), *common])
         timings["worker_start_s"] = time.monotonic() - mark
         dashboard = Dashboard(dashboard_port, token)
-        nodes = _wait("two live nodes", lambda: (n := [x for x in dashboard.nodes() if x["state"] == "ALIVE"])
+        nodes = wait_for("two live nodes", lambda: (n := [x for x in dashboard.nodes() if x["state"] == "ALIVE"])
                       and len(n) == 2 and n, 60)
         head_id = next(n["node_id"] for n in nodes if n["is_head_node"])
         worker_id = next(n["node_id"] for n in nodes if not n["is_head_node"])
@@ -372,17 +172,17 @@ def cluster(request, tmp_path_factory):
             cwd=REPO, env=env, capture_output=True, text=True, timeout=180, stdin=subprocess.DEVNULL,
         )
         assert deployed.returncode == 0, deployed.stdout + deployed.stderr
-        _wait("the app RUNNING with 2 replicas", lambda: _running(dashboard, 2), 300)
+        wait_for("the app RUNNING with 2 replicas", lambda: running_replicas(dashboard, 2), 300)
         for door, port in (("head proxy", head_port), ("worker proxy", worker_port), ("ingress", ingress_port)):
-            _wait(f"/healthz through the {door} (:{port})",
-                  lambda port=port: _get_json(port, "/healthz").get("status") == "ok", 60)
+            wait_for(f"/healthz through the {door} (:{port})",
+                  lambda port=port: get_json(port, "/healthz").get("status") == "ok", 60)
         timings["deploy_s"] = time.monotonic() - mark
         setup_failed = False
         yield Cluster(head, worker, dashboard, head_id, worker_id, head_port, worker_port, ingress_port, timings)
     finally:
         try:
             if setup_failed or request.session.testsfailed > failed_before:
-                _keep_logs(tmp_path_factory.mktemp("ray-cluster-logs"), head, worker)
+                keep_logs(tmp_path_factory.mktemp("ray-cluster-logs"), head, worker)
         finally:
             try:
                 worker.stop()
@@ -391,44 +191,6 @@ def cluster(request, tmp_path_factory):
                 shutil.rmtree(root, ignore_errors=True)
 
 
-def _keep_logs(keep: Path, *nodes: RayNode) -> None:
-    """What explains a failure, out of the temp dirs that teardown removes."""
-    for node in nodes:
-        if node.output.exists():
-            shutil.copy(node.output, keep)
-        logs = node.temp_dir / "session_latest" / "logs"
-        if (logs / "serve").is_dir():
-            shutil.copytree(logs / "serve", keep / node.name / "serve", dirs_exist_ok=True)
-        for name in ("gcs_server.out", "raylet.out", "dashboard.log"):
-            if (logs / name).exists():
-                shutil.copy(logs / name, keep / node.name)
-    print(f"Ray logs kept in {keep}")
-
-
-def _get_json(port: int, path: str) -> dict:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=10) as response:
-        return json.loads(response.read())
-
-
-def score(port: int, request_id: str, text: str, timeout_s: float = 20.0) -> tuple[int | None, str]:
-    """POST /score through one proxy: (status, "") or (None, what went wrong). `refused` means
-    nothing reached the service (no proxy listening): always safe to send elsewhere."""
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout_s)
-    try:
-        conn.request("POST", "/score", body=json.dumps({"text": text}),
-                     headers={"content-type": "application/json", "x-request-id": request_id})
-        response = conn.getresponse()
-        body = response.read()
-        if response.status == 200:
-            verdict = json.loads(body)
-            assert {"score", "label", "labels", "model"} <= set(verdict), verdict
-        return response.status, "" if response.status == 200 else body.decode(errors="replace")[:200]
-    except ConnectionRefusedError:
-        return None, "refused"
-    except (OSError, http.client.HTTPException) as err:
-        return None, type(err).__name__
-    finally:
-        conn.close()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -436,7 +198,7 @@ def score(port: int, request_id: str, text: str, timeout_s: float = 20.0) -> tup
 
 
 def test_replicas_on_two_nodes_each_serving(cluster: Cluster):
-    replicas = _running(cluster.dashboard, 2)
+    replicas = running_replicas(cluster.dashboard, 2)
     assert replicas is not None
     by_node = {r["node_id"]: r for r in replicas}
     assert set(by_node) == {cluster.head_node_id, cluster.worker_node_id}, "both replicas on one node"
@@ -462,7 +224,7 @@ def test_replicas_on_two_nodes_each_serving(cluster: Cluster):
             status, error = score(port, request_id, f"{TEXTS[i % len(TEXTS)]} ({i})")
             assert status == 200, (port, error)
             sent[request_id] = name
-    served = _wait("the access log lines", lambda: (s := cluster.served()) and set(sent) <= set(s) and s, 15)
+    served = wait_for("the access log lines", lambda: (s := cluster.served()) and set(sent) <= set(s) and s, 15)
     node_name = {cluster.head_node_id: "head", cluster.worker_node_id: "worker"}
     # Every request was served once, by the replica on the node whose proxy took it (Serve's
     # locality routing: that replica had room), so both nodes served.
@@ -584,7 +346,7 @@ def test_losing_the_worker_node_loses_no_request(cluster: Cluster, upstream, sta
     edge = start_envoy(envoy_config(upstream.port, [cluster.head_port, cluster.worker_port, cluster.ingress_port]),
                        "cluster-edge")
     upstream.take()
-    before = {r["replica_id"]: r for r in _running(cluster.dashboard, 2)}
+    before = {r["replica_id"]: r for r in running_replicas(cluster.dashboard, 2)}
     worker_replica = next(r for r in before.values() if r["node_id"] == cluster.worker_node_id)
 
     stop = threading.Event()
@@ -596,7 +358,7 @@ def test_losing_the_worker_node_loses_no_request(cluster: Cluster, upstream, sta
         stream.start()
     try:
         # Load on both nodes first: the worker's proxy has answered, and Envoy has called it.
-        _wait("answers through both proxies and Envoy",
+        wait_for("answers through both proxies and Envoy",
               lambda: len(head_only.sent) > 10 and len(through_envoy.sent) > 10
               and sum(1 for s in both.sent if s.answered and s.attempts[-1].port == cluster.worker_port) >= 5
               and envoy_calls(edge, cluster.worker_port) >= 3, 60, 0.2)
@@ -611,13 +373,13 @@ def test_losing_the_worker_node_loses_no_request(cluster: Cluster, upstream, sta
         deadline = killed_at + 180
         while node_dead_s is None or replaced_s is None:
             assert time.monotonic() < deadline, (f"node dead after {node_dead_s} s, replicas back after {replaced_s} s; "
-                                                 f"{_app_summary(cluster.dashboard)}")
+                                                 f"{app_summary(cluster.dashboard)}")
             since = time.monotonic() - killed_at
             try:
                 if node_dead_s is None and any(n["node_id"] == cluster.worker_node_id and n["state"] == "DEAD"
                                                for n in cluster.dashboard.nodes()):
                     node_dead_s = since
-                running = _running(cluster.dashboard, 2)
+                running = running_replicas(cluster.dashboard, 2)
                 if replaced_s is None and running and all(r["node_id"] == cluster.head_node_id for r in running):
                     replaced_s, after = since, running
             except OSError:  # the dashboard busy with the dead node: ask again
@@ -696,7 +458,7 @@ def test_losing_the_worker_node_loses_no_request(cluster: Cluster, upstream, sta
     with ThreadPoolExecutor(4) as pool:  # concurrent: the router's two choices see queues
         results = list(pool.map(lambda rid: score(cluster.head_port, rid, TEXTS[0]), ids))
     assert [status for status, _ in results] == [200] * len(ids), results
-    served = _wait("the access log lines", lambda: (s := cluster.served()) and set(ids) <= set(s) and s, 15)
+    served = wait_for("the access log lines", lambda: (s := cluster.served()) and set(ids) <= set(s) and s, 15)
     assert {served[rid][0] for rid in ids} == {r["replica_id"] for r in after}
 
     print(f"\nworker node killed ({len(killed)} processes) under load: GCS declared it dead after "
