@@ -19,7 +19,6 @@ import dataclasses
 import hashlib
 import json
 import os
-import shutil
 import subprocess
 import time
 from pathlib import Path
