@@ -57,7 +57,7 @@ from nlp.local_service import read_state  # noqa: E402
 from nlp.process_session import session_processes  # noqa: E402
 from tqdm import tqdm  # noqa: E402
 
-CLI = ROOT / "target" / "release" / "edgescore"  # `--cli` overrides (make test has only the debug build)
+CLI = ROOT / "target" / "release" / "edgescore"  # the default of --cli (make test has only the debug build)
 SCHEMA = ROOT / "models" / "example" / "schema.json"
 
 
@@ -100,22 +100,22 @@ def kill_nlp(state_dir: Path) -> int:
     return len(procs)
 
 
-def bot_versions(work: Path) -> list[Path]:
+def bot_versions(cli: Path, work: Path) -> list[Path]:
     """Two artifacts of `bot` that differ (their version strings), published alternately."""
     import subprocess
     out = []
     for v in ("soak-a", "soak-b"):
         path = work / f"bot-{v}.esm"
-        subprocess.run([str(CLI), "compile", str(ROOT / "models" / "example" / "bot.json"), "--schema", str(SCHEMA),
+        subprocess.run([str(cli), "compile", str(ROOT / "models" / "example" / "bot.json"), "--schema", str(SCHEMA),
                         "--name", "bot", "--version", v, "-o", str(path)], check=True, capture_output=True)
         out.append(path)
     return out
 
 
-def publish_bad(registry_dir: Path, good: Path) -> str:
+def publish_bad(cli: Path, registry_dir: Path, good: Path) -> str:
     """Publishes `good` signed, then corrupts the served artifact: what a broken upload or a
     tampered store looks like to the poller (sha256 mismatch: refused)."""
-    report = publish(CLI, good, registry_dir)
+    report = publish(cli, good, registry_dir)
     entry = max((m for m in manifest(registry_dir)["models"] if m["name"] == "bot"), key=lambda m: m["version"])
     target = registry_dir / entry["artifact"]
     data = bytearray(target.read_bytes())
@@ -152,7 +152,6 @@ def percentile(xs: list[float], q: float) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    global CLI
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--minutes", type=float, default=10.0)
     ap.add_argument("--rate", type=float, default=40.0, help="requests per second, open loop")
@@ -160,7 +159,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--write-readme", action="store_true")
     ap.add_argument("--cli", type=Path, default=CLI, help="the edgescore CLI that compiles and publishes the bot versions")
     args = ap.parse_args(argv)
-    CLI = args.cli
     duration = args.minutes * 60
     args.out.mkdir(parents=True, exist_ok=True)
     timeline = Timeline()
@@ -170,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
         registry_dir = work / "registry"
         import shutil
         shutil.copytree(ROOT / "target" / "registry", registry_dir)
-        versions = bot_versions(work)
+        versions = bot_versions(args.cli, work)
         backend = demo_backend.make_server("127.0.0.1", 0)
         demo_backend.serve_in_thread(backend)
         registry = RegistryServer(registry_dir)
@@ -204,12 +202,12 @@ def main(argv: list[str] | None = None) -> int:
                                              "nlp_rss_kib": nlp_rss_kib(nlp.state_dir)})
                     last_sample = now
                 if now >= next_publish and now < duration:
-                    publish(CLI, versions[published % 2], registry_dir)
+                    publish(args.cli, versions[published % 2], registry_dir)
                     published += 1
                     next_publish += 10
                 for f in [f for f in schedule if f["at"] <= now and not f.get("done")]:
                     f["done"] = True
-                    run_fault(f, now, t0, nlp, relay, registry_dir, versions, timeline)
+                    run_fault(f, now, t0, nlp, relay, args.cli, registry_dir, versions, timeline)
                 time.sleep(0.2)
             progress.close()
             stop.set()
@@ -251,7 +249,7 @@ def faults(duration: float) -> list[dict]:
     ]
 
 
-def run_fault(f: dict, now: float, t0: float, nlp: NlpService, relay: Relay, registry_dir: Path,
+def run_fault(f: dict, now: float, t0: float, nlp: NlpService, relay: Relay, cli: Path, registry_dir: Path,
               versions: list[Path], timeline: Timeline) -> None:
     if f["what"] == "kill_nlp":
         n = kill_nlp(nlp.state_dir)
@@ -273,7 +271,7 @@ def run_fault(f: dict, now: float, t0: float, nlp: NlpService, relay: Relay, reg
             timeline.mark(now, time.monotonic() - t0, "NLP answers held 800 ms (timeout 500 ms)")
         threading.Thread(target=undo, daemon=True).start()
     elif f["what"] == "bad_model":
-        what = publish_bad(registry_dir, versions[0])
+        what = publish_bad(cli, registry_dir, versions[0])
         timeline.mark(now, now + 1, f"bad model published: {what}")
 
 
