@@ -22,6 +22,18 @@ fn ubjson_and_json_compile_to_identical_artifacts() {
     assert!(pairs >= 2, "expected UBJSON fixtures, found {pairs}");
 }
 
+/// Trees are decoded apart from the document (on every core); a tree that is sound UBJSON but
+/// not an XGBoost tree is still refused as such, naming what it lacks.
+#[test]
+fn a_ubjson_tree_without_its_children_is_refused() {
+    let path = edgescore_tests::models_dir().join("xgb_ubj_vector/model.ubj");
+    let mut bytes = std::fs::read(path).unwrap();
+    let at = bytes.windows(13).position(|w| w == b"left_children").expect("a tree");
+    bytes[at + 12] = b'X';
+    let err = edgescore_compile::readers::read(&bytes, edgescore_compile::readers::Format::Auto).unwrap_err().to_string();
+    assert_eq!(err, "malformed XGBoost model: not an XGBoost UBJSON model: missing field `left_children`");
+}
+
 /// Damaged UBJSON is reported as damaged UBJSON, with where it broke.
 #[test]
 fn damaged_ubjson_names_the_damage() {

@@ -22,6 +22,14 @@ const MAX_DEPTH: usize = 64;
 /// own deserializer (`visit_newtype_struct`), where the reader takes the raw JSON text.
 pub const F32_ARRAY: &str = "$edgescore::ubjson::F32Array";
 
+/// The newtype-struct name under which a reader asks for a value's bytes, unread: the value is
+/// stepped over (checked as UBJSON, its typed arrays in one jump each) and handed to the
+/// visitor as borrowed bytes, for [`from_span`] to decode later. XGBoost's trees are read this
+/// way so that they can be decoded on every core: decoding is most of a `.ubj` compile, and
+/// one pass over the document is serial. serde_json, which knows nothing of it, hands the
+/// visitor its own deserializer (`visit_newtype_struct`).
+pub const SPAN: &str = "$edgescore::ubjson::Span";
+
 /// Damage to the document itself (with where it is), or a document that is sound UBJSON but
 /// not what the reader's types describe (`schema`: a missing field, a wrong type).
 #[derive(Debug)]
@@ -64,6 +72,21 @@ pub fn from_slice<'de, T: de::Deserialize<'de>>(bytes: &'de [u8]) -> Result<T> {
     }
     if r.at != bytes.len() {
         return err(format!("{} trailing bytes after the document (at byte {})", bytes.len() - r.at, r.at));
+    }
+    Ok(value)
+}
+
+/// Deserializes `T` from `span`, the bytes of one value of `document` that a [`SPAN`] request
+/// handed out. Offsets in errors are `document`'s.
+pub fn from_span<'de, T: de::Deserialize<'de>>(document: &'de [u8], span: &'de [u8]) -> Result<T> {
+    let start = (span.as_ptr() as usize).wrapping_sub(document.as_ptr() as usize);
+    let end = start.checked_add(span.len()).filter(|&e| e <= document.len());
+    let end = end.ok_or_else(|| damage("a span outside its document".into()))?;
+    let mut r = Reader { bytes: &document[..end], at: start, depth: 0 };
+    let marker = r.marker()?;
+    let value = T::deserialize(Value { r: &mut r, marker })?;
+    if r.at != end {
+        return err(format!("{} bytes left in the value at byte {start}", end - r.at));
     }
     Ok(value)
 }
@@ -234,14 +257,34 @@ impl<'de> de::Deserializer<'de> for Value<'_, 'de> {
     fn deserialize_newtype_struct<V: Visitor<'de>>(self, name: &'static str, visitor: V) -> Result<V::Value> {
         if name == F32_ARRAY {
             self.deserialize_any(visitor)
+        } else if name == SPAN {
+            // The marker was the byte before `at` (no-op `N`s before it are not the value's).
+            let start = self.r.at - 1;
+            let bytes = self.r.bytes;
+            let r = self.skip()?;
+            visitor.visit_borrowed_bytes(&bytes[start..r.at])
         } else {
             visitor.visit_newtype_struct(self)
         }
     }
 
-    /// Skipped values (most of a model: gains, hessians) are stepped over without decoding;
-    /// a typed array of fixed-size numbers in one jump.
     fn deserialize_ignored_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value> {
+        self.skip()?;
+        visitor.visit_unit()
+    }
+
+    serde::forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string
+        bytes byte_buf unit unit_struct seq tuple
+        tuple_struct map struct enum identifier
+    }
+}
+
+impl<'a, 'de> Value<'a, 'de> {
+    /// Steps over the value without decoding it (most of a model: gains, hessians; a tree
+    /// asked for as a [`SPAN`]): a typed array of fixed-size numbers in one jump. Gives back
+    /// the reader, past the value.
+    fn skip(self) -> Result<&'a mut Reader<'de>> {
         let r = self.r;
         match self.marker {
             b'[' | b'{' => {
@@ -262,16 +305,12 @@ impl<'de> de::Deserializer<'de> for Value<'_, 'de> {
                     }
                 }
                 r.depth -= 1;
-                visitor.visit_unit()
             }
-            m => Value { r, marker: m }.deserialize_any(de::IgnoredAny).and_then(|_| visitor.visit_unit()),
+            m => {
+                Value { r: &mut *r, marker: m }.deserialize_any(de::IgnoredAny)?;
+            }
         }
-    }
-
-    serde::forward_to_deserialize_any! {
-        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string
-        bytes byte_buf unit unit_struct seq tuple
-        tuple_struct map struct enum identifier
+        Ok(r)
     }
 }
 
@@ -424,6 +463,49 @@ mod tests {
         doc.extend_from_slice(b"i\x01x{i\x01y[Z]}i\x01bi\x07}");
         let v: Only = from_slice(&doc).unwrap();
         assert_eq!(v.b, 7);
+    }
+
+    /// A value asked for as a `SPAN` is stepped over and handed out as its bytes; decoded
+    /// later, its errors give offsets in the whole document.
+    #[test]
+    fn spans_decode_later_with_the_document_offsets() {
+        struct Span<'a>(&'a [u8]);
+        impl<'de: 'a, 'a> serde::Deserialize<'de> for Span<'a> {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                struct V;
+                impl<'de> serde::de::Visitor<'de> for V {
+                    type Value = Span<'de>;
+                    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                        f.write_str("bytes")
+                    }
+                    fn visit_borrowed_bytes<E: serde::de::Error>(self, b: &'de [u8]) -> Result<Span<'de>, E> {
+                        Ok(Span(b))
+                    }
+                }
+                d.deserialize_newtype_struct(super::SPAN, V)
+            }
+        }
+        #[derive(serde::Deserialize)]
+        struct Doc<'a> {
+            #[serde(borrow)]
+            trees: Vec<Span<'a>>,
+        }
+        // {"trees": [[$i#i2 1 2], N [i3 S i1 x]]}: the no-op N is not part of the second span.
+        let doc = b"{i\x05trees[[$i#i\x02\x01\x02N[i\x03Si\x01x]]}".to_vec();
+        let d: Doc = from_slice(&doc).unwrap();
+        assert_eq!(d.trees[0].0, b"[$i#i\x02\x01\x02");
+        assert_eq!(d.trees[1].0, b"[i\x03Si\x01x]");
+        assert_eq!(super::from_span::<Vec<i64>>(&doc, d.trees[0].0).unwrap(), vec![1, 2]);
+        let e = super::from_span::<Vec<i64>>(&doc, d.trees[1].0).unwrap_err();
+        assert!(e.schema, "{e}");
+        assert!(super::from_span::<Vec<i64>>(&doc, b"[]").unwrap_err().to_string().contains("outside"));
+        // Stepping over a span checks it as UBJSON: damage inside one (a string that is not
+        // UTF-8) is refused in the first pass, where it is.
+        let mut bad = doc.clone();
+        let at = bad.len() - 4;
+        bad[at] = 0xff;
+        let e = from_slice::<Doc>(&bad).err().expect("damage inside a span is found").to_string();
+        assert!(e.contains(&format!("string at byte {}", at)), "{e}");
     }
 
     #[test]

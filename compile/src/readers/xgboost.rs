@@ -62,7 +62,7 @@ struct DartTrees<'a> {
 #[derive(Deserialize)]
 struct TreeModel<'a> {
     #[serde(borrow)]
-    trees: Vec<TreeJson<'a>>,
+    trees: Vec<TreeSource<'a>>,
     tree_info: Vec<i64>,
 }
 
@@ -178,6 +178,40 @@ impl<'de: 'a, 'a> Deserialize<'de> for F32s<'a> {
     }
 }
 
+/// A tree as the document gives it: from JSON, deserialized where it stands (serde_json reads
+/// in one pass); from UBJSON, its bytes only (`ubjson::SPAN`), decoded with the tree's other
+/// work on every core (decoding the trees is most of a `.ubj` compile).
+enum TreeSource<'a> {
+    Read(Box<TreeJson<'a>>),
+    Ubjson(&'a [u8]),
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for TreeSource<'a> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V<'a>(std::marker::PhantomData<&'a ()>);
+        impl<'de: 'a, 'a> serde::de::Visitor<'de> for V<'a> {
+            type Value = TreeSource<'a>;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a tree")
+            }
+            fn visit_newtype_struct<D: serde::Deserializer<'de>>(self, d: D) -> Result<TreeSource<'a>, D::Error> {
+                TreeJson::deserialize(d).map(|t| TreeSource::Read(Box::new(t)))
+            }
+            fn visit_borrowed_bytes<E: serde::de::Error>(self, bytes: &'de [u8]) -> Result<TreeSource<'a>, E> {
+                Ok(TreeSource::Ubjson(bytes))
+            }
+        }
+        d.deserialize_newtype_struct(super::ubjson::SPAN, V(std::marker::PhantomData))
+    }
+}
+
+fn ubjson_error(e: super::ubjson::Error) -> ReadError {
+    match e.schema {
+        true => malformed(format!("not an XGBoost UBJSON model: {e}")),
+        false => malformed(format!("damaged UBJSON: {e}")),
+    }
+}
+
 #[derive(Deserialize)]
 struct TreeParam {
     #[serde(default)]
@@ -267,10 +301,7 @@ fn objective(name: &str) -> Result<Objective, ReadError> {
 
 pub fn read(bytes: &[u8]) -> Result<ModelIr, ReadError> {
     let doc: Document = if is_ubjson(bytes) {
-        super::ubjson::from_slice(bytes).map_err(|e| match e.schema {
-            true => malformed(format!("not an XGBoost UBJSON model: {e}")),
-            false => malformed(format!("damaged UBJSON: {e}")),
-        })?
+        super::ubjson::from_slice(bytes).map_err(ubjson_error)?
     } else {
         serde_json::from_slice(bytes).map_err(|e| malformed(format!("not an XGBoost JSON model: {e}")))?
     };
@@ -321,7 +352,15 @@ pub fn read(bytes: &[u8]) -> Result<ModelIr, ReadError> {
         .trees
         .par_iter()
         .enumerate()
-        .map(|(t, tj)| {
+        .map(|(t, source)| {
+            let decoded;
+            let tj = match source {
+                TreeSource::Read(tj) => &**tj,
+                TreeSource::Ubjson(span) => {
+                    decoded = super::ubjson::from_span::<TreeJson>(bytes, span).map_err(ubjson_error)?;
+                    &decoded
+                }
+            };
             let output = model.tree_info[t];
             if output < 0 || output as usize >= n_outputs {
                 return Err(malformed(format!("tree {t}: output {output} of {n_outputs}")));
