@@ -10,7 +10,7 @@ EDGESCORE_DEBUG := target/debug/edgescore
 EDGESCORE := target/release/edgescore
 
 # (models: see build)
-.PHONY: models envoy-yaml bench-envoy all build demo test test-rust test-python bench bench-peers bench-filter bench-models fixtures reference fuzz hostile-drive soak toolchain venv system-tools clean
+.PHONY: models envoy-yaml bench-envoy all build demo test test-rust test-python bench bench-peers bench-shapes bench-filter bench-models fixtures reference fuzz hostile-drive soak toolchain venv system-tools clean
 
 all: build
 
@@ -121,6 +121,18 @@ $(BENCH_MODELS)/.built: models/train_example.py models/traffic.py models/example
 bench-peers: toolchain venv
 	$(CARGO) build --release -p edgescore-benches --bin peer-native --features peer-native
 	$(PY) -m benches.peers.run
+# The shape matrix (benches/shapes/README.md): edgescore vs tl2cgen, lleaves, the LightGBM and
+# XGBoost C APIs and ONNX Runtime on ~33 model shapes, plus the evaluator's wasm/native ratio.
+# The first full run trains every model and compiles every peer (lleaves: hours; SHAPES_ARGS=
+# "--no-lleaves" skips it); later runs reuse benches/shapes/build/. `SHAPES_ARGS="--quick"` for a
+# smoke test.
+SHAPES_ARGS ?= --write-readme
+bench-shapes: toolchain venv
+	$(CARGO) build --release -p edgescore-compile
+	$(CARGO) build --release -p edgescore-benches --bin peer-native --features peer-native
+	$(CARGO) build --release -p edgescore-benches --bin shape-wasm --features shape-wasm
+	$(CARGO) build --profile wasm --target wasm32-wasip1 -p edgescore-score-guest
+	$(PY) -m benches.shapes.run $(SHAPES_ARGS)
 
 fuzz:
 	cd fuzz && $(CARGO) +nightly fuzz run artifact -- -max_total_time=$${SECONDS_TO_FUZZ:-300}

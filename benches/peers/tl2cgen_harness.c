@@ -9,7 +9,8 @@
  * warm-up pass over all rows, then whole passes until SECONDS have elapsed; mean ns per call.
  *
  * Output (stdout):
- *   pred <i> <value>      for the first N_CHECK rows (probabilities, for run.py's sanity check)
+ *   pred <i> <value>...   for the first N_CHECK rows: every output (MAX_N_CLASS * N_TARGET values;
+ *                         probabilities, for the drivers' sanity checks)
  *   {"peer": "tl2cgen", "ns_per_row": ..., "calls": ...}
  *
  * Build (run.py does this; the generated header decides the value types):
@@ -74,16 +75,19 @@ int main(int argc, char **argv) {
   }
   free(raw);
 
-  TL_RESULT_T out[MAX_N_CLASS * N_TARGET];
+  enum { N_OUT = MAX_N_CLASS * N_TARGET };
+  TL_RESULT_T out[N_OUT];
   for (int i = 0; i < n_check && (size_t)i < n_rows; ++i) {
-    out[0] = 0;
+    for (int k = 0; k < N_OUT; ++k) out[k] = 0;
     predict(rows + (size_t)i * nf, 0, out);
-    printf("pred %d %.9g\n", i, (double)out[0]);
+    printf("pred %d", i);
+    for (int k = 0; k < N_OUT; ++k) printf(" %.9g", (double)out[k]);
+    printf("\n");
   }
 
   double sink = 0;
   for (size_t i = 0; i < n_rows; ++i) { /* warm-up pass */
-    out[0] = 0;
+    for (int k = 0; k < N_OUT; ++k) out[k] = 0;
     predict(rows + i * nf, 0, out);
     sink += out[0];
   }
@@ -93,7 +97,8 @@ int main(int argc, char **argv) {
   uint64_t calls = 0;
   while (elapsed < budget) {
     for (size_t i = 0; i < n_rows; ++i) {
-      out[0] = 0; /* predict() accumulates into result[]; tl2cgen's own predictor zeroes it too */
+      /* predict() accumulates into result[]; tl2cgen's own predictor zeroes it too */
+      for (int k = 0; k < N_OUT; ++k) out[k] = 0;
       predict(rows + i * nf, 0, out);
       sink += out[0];
     }

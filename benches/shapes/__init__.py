@@ -1,0 +1,1 @@
+"""The shape matrix benchmark (issue 12): edgescore against its peers across model shapes."""

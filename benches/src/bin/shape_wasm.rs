@@ -1,0 +1,119 @@
+//! `shape-wasm MODEL.esm GUEST.wasm ROWS.csv [SECONDS]`: the same single-row loop as
+//! `peer-native` (cycle through the rows, one `TreeEnsemble::score` call per row), natively and
+//! inside wasmtime, for the shape matrix's wasm/native ratio (benches/shapes).
+//!
+//! GUEST.wasm is benches/score_guest built for wasm32-wasip1: the evaluator alone, no proxy-wasm
+//! ABI. It runs on a bare wasmtime 48 instance with the engine settings of
+//! benches/benches/filter_wasm.rs (`Config::new()` + Cranelift `OptLevel::Speed`), every import
+//! a trap. The wasm loop is one export call per pass over the rows, so the call boundary costs
+//! nothing per row.
+//!
+//! First every row's outputs are compared between wasm and native (they must be equal), then
+//! native and wasm are each timed for SECONDS (warm-up pass first). Output: one JSON line.
+
+use anyhow::{ensure, Context, Result};
+use edgescore_core::Model;
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+use wasmtime::{Engine, Instance, Linker, Memory, Module, OptLevel, Store, TypedFunc};
+
+struct Guest {
+    store: Store<()>,
+    memory: Memory,
+    instance: Instance,
+    score: TypedFunc<u32, f64>,
+}
+
+impl Guest {
+    fn new(wasm: &std::path::Path, esm: &[u8], rows: &[Vec<f32>]) -> Result<Guest> {
+        let mut cfg = wasmtime::Config::new();
+        cfg.cranelift_opt_level(OptLevel::Speed);
+        let engine = Engine::new(&cfg)?;
+        let module = Module::from_file(&engine, wasm)?;
+        let mut linker = Linker::new(&engine);
+        linker.define_unknown_imports_as_traps(&module)?;
+        let mut store = Store::new(&engine, ());
+        let instance = linker.instantiate(&mut store, &module)?;
+        let memory = instance.get_memory(&mut store, "memory").context("no memory export")?;
+        let score = instance.get_typed_func::<u32, f64>(&mut store, "guest_score")?;
+        let mut g = Guest { store, memory, instance, score };
+        g.put(esm)?;
+        let load_model = g.instance.get_typed_func::<u32, i32>(&mut g.store, "guest_load_model")?;
+        ensure!(load_model.call(&mut g.store, esm.len() as u32)? > 0, "the guest refused the artifact");
+        let bytes: Vec<u8> = rows.iter().flatten().flat_map(|v| v.to_le_bytes()).collect();
+        g.put(&bytes)?;
+        let load_rows = g.instance.get_typed_func::<u32, i32>(&mut g.store, "guest_load_rows")?;
+        ensure!(load_rows.call(&mut g.store, bytes.len() as u32)? == rows.len() as i32, "the guest refused the rows");
+        Ok(g)
+    }
+
+    fn put(&mut self, bytes: &[u8]) -> Result<()> {
+        let buffer = self.instance.get_typed_func::<u32, u32>(&mut self.store, "guest_buffer")?;
+        let ptr = buffer.call(&mut self.store, bytes.len() as u32)?;
+        self.memory.write(&mut self.store, ptr as usize, bytes)?;
+        Ok(())
+    }
+
+    fn outputs(&mut self, row: u32, n: usize) -> Result<Vec<f32>> {
+        let f = self.instance.get_typed_func::<u32, u32>(&mut self.store, "guest_outputs")?;
+        let ptr = f.call(&mut self.store, row)? as usize;
+        ensure!(ptr != 0, "the guest could not score row {row}");
+        let mut buf = vec![0u8; 4 * n];
+        self.memory.read(&self.store, ptr, &mut buf)?;
+        Ok(buf.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect())
+    }
+}
+
+/// Warm-up pass, then whole passes until the budget is spent: (ns per row, rows scored).
+fn time_passes(rows: usize, budget: Duration, mut pass: impl FnMut() -> Result<f64>) -> Result<(f64, u64)> {
+    let mut sink = pass()?;
+    let start = Instant::now();
+    let mut calls = 0u64;
+    while start.elapsed() < budget {
+        sink += pass()?;
+        calls += rows as u64;
+    }
+    black_box(sink);
+    ensure!(sink.is_finite(), "scoring failed");
+    Ok((start.elapsed().as_nanos() as f64 / calls as f64, calls))
+}
+
+fn main() -> Result<()> {
+    let args: Vec<String> = std::env::args().collect();
+    ensure!(args.len() >= 4, "usage: shape-wasm MODEL.esm GUEST.wasm ROWS.csv [SECONDS]");
+    let seconds: f64 = args.get(4).map(|s| s.parse()).transpose()?.unwrap_or(1.0);
+    let esm = std::fs::read(&args[1]).with_context(|| format!("cannot read {}", args[1]))?;
+    let model = Model::load(&esm)?;
+    let e = model.ensemble();
+    let rows = edgescore_benches::rows(args[3].as_ref(), &model)?;
+    ensure!(!rows.is_empty(), "no rows");
+    let n_out = e.n_outputs();
+    let mut guest = Guest::new(args[2].as_ref(), &esm, &rows)?;
+
+    let mut out = vec![0f32; n_out];
+    let mut max_diff = 0f64;
+    for (i, row) in rows.iter().enumerate() {
+        e.score(row, &mut out)?;
+        let w = guest.outputs(i as u32, n_out)?;
+        for (a, b) in out.iter().zip(&w) {
+            max_diff = max_diff.max((*a as f64 - *b as f64).abs());
+        }
+    }
+
+    let budget = Duration::from_secs_f64(seconds);
+    let (native_ns, native_calls) = time_passes(rows.len(), budget, || {
+        let mut sink = 0f64;
+        for row in &rows {
+            e.score(black_box(row), &mut out)?;
+            sink += out[0] as f64;
+        }
+        Ok(sink)
+    })?;
+    let Guest { store, score, .. } = &mut guest;
+    let (wasm_ns, wasm_calls) = time_passes(rows.len(), budget, || Ok(score.call(&mut *store, 1)?))?;
+    println!(
+        "{{\"peer\": \"shape-wasm\", \"native_ns_per_row\": {native_ns:.1}, \"wasm_ns_per_row\": {wasm_ns:.1}, \
+         \"native_calls\": {native_calls}, \"wasm_calls\": {wasm_calls}, \"max_abs_diff\": {max_diff:e}}}"
+    );
+    Ok(())
+}
