@@ -57,6 +57,29 @@ def test_wrong_format_flag(tmp_path):
     )
 
 
+def test_compile_replaces_the_output_whole_and_writes_through_links(tmp_path):
+    """The artifact is written beside the output and renamed over it once valid: a refused
+    compile leaves the previous artifact, no partial file is left, and a symbolic link (or
+    /dev/null) is written through, not replaced."""
+    esm = tmp_path / "m.esm"
+    assert run("compile", str(FIXTURE / "model.json"), "-o", str(esm)).returncode == 0
+    before = esm.read_bytes()
+    bad = tmp_path / "bad.json"
+    bad.write_text("{}")
+    assert_clean_error(run("compile", str(bad), "-o", str(esm), "--format", "xgboost"), "malformed XGBoost model")
+    assert esm.read_bytes() == before
+    unwritable = tmp_path / "missing-dir" / "m.esm"
+    assert_clean_error(run("compile", str(FIXTURE / "model.json"), "-o", str(unwritable)), "cannot write")
+    link = tmp_path / "current.esm"
+    link.symlink_to("m.esm")
+    esm.unlink()
+    assert run("compile", str(FIXTURE / "model.json"), "-o", str(link)).returncode == 0
+    assert link.is_symlink() and esm.read_bytes() == before
+    assert run("compile", str(FIXTURE / "model.json"), "-o", os.devnull).returncode == 0
+    assert Path(os.devnull).is_char_device()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.json", "current.esm", "m.esm"]
+
+
 def test_corrupted_artifact_is_refused(tmp_path):
     esm = tmp_path / "m.esm"
     assert run("compile", str(FIXTURE / "model.json"), "-o", str(esm)).returncode == 0

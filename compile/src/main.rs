@@ -158,8 +158,9 @@ fn load_artifact(path: &PathBuf) -> Result<Model> {
 /// `output` (a registry directory, a file-watching deployment) never sees a partial or invalid
 /// artifact, and a refused compile leaves the previous one in place.
 fn write_validated(bytes: &[u8], output: &std::path::Path) -> Result<Model> {
-    if output.metadata().is_ok_and(|m| !m.is_file()) {
-        // `/dev/null`, a FIFO: renaming over it would replace the device, not write to it.
+    if output.symlink_metadata().is_ok_and(|m| !m.is_file()) {
+        // `/dev/null`, a FIFO, a symbolic link: renaming over it would replace the device or
+        // the link itself rather than write where it points.
         let model = Model::load(bytes).context("the compiled artifact failed validation (compiler bug)")?;
         std::fs::write(output, bytes).with_context(|| format!("cannot write {}", output.display()))?;
         return Ok(model);
