@@ -42,6 +42,17 @@ def run(cmd, timeout: float = 3600, **kw) -> subprocess.CompletedProcess:
     return r
 
 
+def c_harness(source: Path, library_dir: Path, library: str, tag: str) -> Path:
+    """The C loop `source` linked against a wheel's shared `library` (in `library_dir`, found
+    there at run time too), built once per `tag` and again when the source changes."""
+    exe = SHAPES / "build" / f"{tag}.harness"
+    if not exe.exists() or exe.stat().st_mtime < source.stat().st_mtime:
+        exe.parent.mkdir(parents=True, exist_ok=True)
+        run([*NICE, "gcc", *CFLAGS, f"-I{source.parent}", source, f"-L{library_dir}", f"-l:{library}",
+             f"-Wl,-rpath,{library_dir}", "-o", exe])
+    return exe
+
+
 def predictions(stdout: str) -> np.ndarray:
     """The `pred <i> v0 v1 ...` lines as a [rows, outputs] array."""
     rows = [[float(v) for v in line.split()[2:]] for line in stdout.splitlines() if line.startswith("pred ")]

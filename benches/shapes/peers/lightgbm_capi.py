@@ -5,13 +5,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .harness import CFLAGS, NICE, NotApplicable, Prepared, run
+from .harness import NotApplicable, Prepared, c_harness
 
 KEY = "lightgbm-capi"
 HOW = "native loop (C harness, LGBM_BoosterPredictForMatSingleRowFast)"
 COMPILED = False
 HERE = Path(__file__).resolve().parent
-BUILD = HERE.parent / "build"
 
 
 def applies(cell) -> bool:
@@ -21,13 +20,8 @@ def applies(cell) -> bool:
 def harness() -> Path:
     import lightgbm
 
-    lib = Path(lightgbm.__file__).parent / "lib"
-    exe = BUILD / f"lightgbm-capi-{lightgbm.__version__}.harness"
-    src = HERE / "lightgbm_capi_harness.c"
-    if not exe.exists() or exe.stat().st_mtime < src.stat().st_mtime:
-        run([*NICE, "gcc", *CFLAGS, f"-I{HERE}", src, f"-L{lib}", "-l:lib_lightgbm.so",
-             f"-Wl,-rpath,{lib}", "-o", exe])
-    return exe
+    return c_harness(HERE / "lightgbm_capi_harness.c", Path(lightgbm.__file__).parent / "lib", "lib_lightgbm.so",
+                     f"lightgbm-capi-{lightgbm.__version__}")
 
 
 def prepare(cell, trained: dict, rebuild: bool) -> Prepared:

@@ -8,13 +8,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from .. import rows as R
-from .harness import CFLAGS, NICE, NotApplicable, Prepared, run
+from .harness import NotApplicable, Prepared, c_harness
 
 KEY = "xgboost-capi"
 HOW = "native loop (C harness, XGBoosterPredictFromDense)"
 COMPILED = False
 HERE = Path(__file__).resolve().parent
-BUILD = HERE.parent / "build"
 
 
 def applies(cell) -> bool:
@@ -24,13 +23,8 @@ def applies(cell) -> bool:
 def harness() -> Path:
     import xgboost
 
-    lib = Path(xgboost.__file__).parent / "lib"
-    exe = BUILD / f"xgboost-capi-{xgboost.__version__}.harness"
-    src = HERE / "xgboost_capi_harness.c"
-    if not exe.exists() or exe.stat().st_mtime < src.stat().st_mtime:
-        run([*NICE, "gcc", *CFLAGS, f"-I{HERE}", src, f"-L{lib}", "-l:libxgboost.so",
-             f"-Wl,-rpath,{lib}", "-o", exe])
-    return exe
+    return c_harness(HERE / "xgboost_capi_harness.c", Path(xgboost.__file__).parent / "lib", "libxgboost.so",
+                     f"xgboost-capi-{xgboost.__version__}")
 
 
 def prepare(cell, trained: dict, rebuild: bool) -> Prepared:
