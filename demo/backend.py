@@ -68,6 +68,10 @@ class EchoHandler(BaseHTTPRequestHandler):
 
 class EchoServer(ThreadingHTTPServer):
     daemon_threads = True
+    # socketserver listens with a backlog of 5: a burst of new upstream connections from Envoy
+    # (one per concurrent request) overflowed it, the kernel dropped the SYNs, and Envoy's
+    # 1 s connect timeout answered 503 before the retransmitted SYN was accepted.
+    request_queue_size = 1024
 
     def handle_error(self, request, client_address) -> None:
         # Envoy resets pooled upstream connections (a downstream reset, an idle timeout): for
