@@ -1,6 +1,12 @@
 //! `edgescore`: compile trained tree models into `.esm` artifacts, inspect and score them, and
 //! publish them to a signed model registry (`docs/registry.md`).
 
+/// mimalloc, not glibc's malloc: a compile is a burst of allocations on every core, and glibc
+/// grew its per-thread arenas page by page (`mprotect`, then a fault per page): 5,500 page
+/// faults and ~30 % of a CatBoost `.cbm` compile. See benches/compile_time/README.md.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use edgescore_compile::registry;
 
 use anyhow::{Context, Result};

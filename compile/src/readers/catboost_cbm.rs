@@ -14,7 +14,7 @@
 //! `Scale` (14), `Bias` (15) and `MultiBias` (16) after `EstimatedFeatures` (13).
 
 use super::catboost::{CatFeature, FeaturesInfo, FloatFeature, Model, ObliviousTree, Split};
-use super::catboost_ctr::{self, Cell, CtrJson, Element};
+use super::catboost_ctr::{self, CtrJson, Element, Entries};
 use super::flatbuf::{self, f32s, i32s, Table};
 use super::ReadError;
 use rayon::prelude::*;
@@ -90,43 +90,49 @@ fn value_table(buf: &[u8]) -> Result<(String, catboost_ctr::Table), ReadError> {
     if !index.len().is_multiple_of(12) || !blob.len().is_multiple_of(4) {
         return Err(malformed(format!("CTR table {identifier}: index of {} bytes, blob of {} bytes", index.len(), blob.len())));
     }
-    let word = |k: usize| blob.get(4 * k..4 * k + 4).map(|w| [w[0], w[1], w[2], w[3]]);
-    let (stride, mean) = match kind.as_str() {
-        "Counter" | "FeatureFreq" => (2usize, false),
-        "BinarizedTargetMeanValue" | "FloatTargetMeanValue" => (3, true),
-        _ => (usize::try_from(classes).ok().filter(|&c| (1..=1 << 16).contains(&c)).ok_or_else(|| malformed(format!("CTR table with {classes} target classes")))? + 1, false),
+    let stride = match kind.as_str() {
+        "Counter" | "FeatureFreq" => 2usize,
+        "BinarizedTargetMeanValue" | "FloatTargetMeanValue" => 3,
+        _ => usize::try_from(classes).ok().filter(|&c| (1..=1 << 16).contains(&c)).ok_or_else(|| malformed(format!("CTR table with {classes} target classes")))? + 1,
     };
+    let counters = stride - 1;
+    let rows = blob.len() / 4 / counters;
     // Bounded by the bytes present, not by `classes` (a damaged file could claim 65,536).
-    let mut hash_map = Vec::with_capacity(index.len() / 12 + blob.len() / 4);
+    let (mut keys, mut words) = (Vec::with_capacity(index.len() / 12), Vec::with_capacity(blob.len() / 4));
     for bucket in index.chunks_exact(12) {
         let key = u64::from_le_bytes(bucket[..8].try_into().unwrap_or_default());
         if key == u64::MAX {
             continue;
         }
         let row = u32::from_le_bytes(bucket[8..12].try_into().unwrap_or_default()) as usize;
-        hash_map.push(Cell::Key(key));
-        let counters = stride - 1;
-        for k in 0..counters {
-            let w = word(row * counters + k).ok_or_else(|| malformed(format!("CTR table {identifier}: row {row} past its counters")))?;
-            hash_map.push(if mean && k == 0 { Cell::Float(f32::from_le_bytes(w) as f64) } else { Cell::Int(i32::from_le_bytes(w) as i64) });
+        if row >= rows {
+            return Err(malformed(format!("CTR table {identifier}: row {row} past its counters")));
         }
+        keys.push(key);
+        words.extend(blob[4 * row * counters..4 * (row + 1) * counters].chunks_exact(4).map(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]])));
     }
+    let hash_map = Entries::Packed { keys, counters: words };
     Ok((identifier, catboost_ctr::Table { counter_denominator: denominator as i64, hash_map, hash_stride: stride }))
 }
 
 /// The `.cbm` file as the model CatBoost's JSON export describes.
 pub(super) fn to_model(bytes: &[u8]) -> Result<Model, ReadError> {
+
     let (core, mut at) = chunk(bytes, 4, "model core")?;
     let root = flatbuf::root(core).map_err(fb)?;
     let trees = root.table(1).map_err(fb)?.ok_or_else(|| malformed(".cbm model core without trees"))?;
     let parts = root.strings(3).map_err(fb)?;
 
+
     let mut model_info = Map::new();
     for kv in root.tables(2).map_err(fb)? {
         let (Some(k), Some(v)) = (kv.string(0).map_err(fb)?, kv.string(1).map_err(fb)?) else { continue };
-        let parsed = serde_json::from_str(&v).unwrap_or(Value::String(v));
-        model_info.insert(k, parsed);
+        // Only `params` is read as JSON (the loss function); the rest (`training` can be
+        // large) stays text, as nothing else of it is read.
+        let value = if k == "params" { serde_json::from_str(&v).unwrap_or(Value::String(v)) } else { Value::String(v) };
+        model_info.insert(k, value);
     }
+
 
     for (slot, what) in [(10, "non-symmetric trees (grow_policy Depthwise or Lossguide)"), (12, "CatBoost text features"), (13, "CatBoost estimated features"), (18, "CatBoost embedding features")] {
         if !trees.words(slot, 1).map_err(fb)?.is_empty() {
@@ -176,6 +182,7 @@ pub(super) fn to_model(bytes: &[u8]) -> Result<Model, ReadError> {
         });
     }
     let mut ctrs = Vec::new();
+
     for (k, c) in trees.tables(7).map_err(fb)?.iter().enumerate() {
         let ctr = c.table(0).map_err(fb)?.ok_or_else(|| malformed(format!("CTR feature {k} without its CTR")))?;
         let base = ctr.table(0).map_err(fb)?.ok_or_else(|| malformed(format!("CTR feature {k} without its base")))?;
@@ -200,6 +207,7 @@ pub(super) fn to_model(bytes: &[u8]) -> Result<Model, ReadError> {
     let splits = i32s(&trees.words(1, 1).map_err(fb)?);
     let sizes = i32s(&trees.words(2, 1).map_err(fb)?);
     let leaves = trees.f64s(8).map_err(fb)?;
+
     let (mut next_split, mut next_leaf) = (0usize, 0usize);
     let mut oblivious = Vec::with_capacity(sizes.len());
     for (t, &depth) in sizes.iter().enumerate() {
@@ -217,12 +225,14 @@ pub(super) fn to_model(bytes: &[u8]) -> Result<Model, ReadError> {
         next_leaf += n;
     }
     let scale = trees.f64(14, 1.0).map_err(fb)?;
+
     let mut bias = trees.f64s(16).map_err(fb)?;
     if bias.is_empty() {
         bias = vec![trees.f64(15, 0.0).map_err(fb)?; dimension as usize];
     }
 
     let mut tables = Vec::new();
+
     for part in &parts {
         if part != "static_provider_v1" {
             return Err(ReadError::unsupported(FORMAT, format!("model part {part:?} in a .cbm file"), None));
@@ -239,6 +249,7 @@ pub(super) fn to_model(bytes: &[u8]) -> Result<Model, ReadError> {
     // Tables are decoded on every core; the first error in file order is reported.
     let decoded: Vec<Result<(String, catboost_ctr::Table), ReadError>> = tables.par_iter().map(|t| value_table(t)).collect();
     let ctr_data = decoded.into_iter().collect::<Result<HashMap<_, _>, _>>()?;
+
     Ok(Model {
         features_info: FeaturesInfo { float_features, categorical_features, text_features: Vec::new(), embedding_features: Vec::new(), ctrs },
         model_info: Some(Value::Object(model_info)),
