@@ -117,12 +117,37 @@ fn value_table(buf: &[u8]) -> Result<(String, catboost_ctr::Table), ReadError> {
 
 /// The `.cbm` file as the model CatBoost's JSON export describes.
 pub(super) fn to_model(bytes: &[u8]) -> Result<Model, ReadError> {
-
     let (core, mut at) = chunk(bytes, 4, "model core")?;
     let root = flatbuf::root(core).map_err(fb)?;
-    let trees = root.table(1).map_err(fb)?.ok_or_else(|| malformed(".cbm model core without trees"))?;
-    let parts = root.strings(3).map_err(fb)?;
+    let mut tables = Vec::new();
+    for part in &root.strings(3).map_err(fb)? {
+        if part != "static_provider_v1" {
+            return Err(ReadError::unsupported(FORMAT, format!("model part {part:?} in a .cbm file"), None));
+        }
+        let count = bytes.get(at..at + 4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize);
+        let count = count.ok_or_else(|| malformed(".cbm truncated before the CTR tables"))?;
+        at += 4;
+        for _ in 0..count {
+            let (table, next) = chunk(bytes, at, "CTR table")?;
+            tables.push(table);
+            at = next;
+        }
+    }
+    // The CTR tables are decoded on every core while the trees and features are read on one
+    // (that reading was a third of a `.cbm` compile's reading, before the tables started). The
+    // first error in file order is reported.
+    let (model, decoded) = rayon::join(
+        || structure(&root),
+        || tables.par_iter().map(|t| value_table(t)).collect::<Vec<Result<(String, catboost_ctr::Table), ReadError>>>(),
+    );
+    let mut model = model?;
+    model.ctr_data = Some(decoded.into_iter().collect::<Result<HashMap<_, _>, _>>()?);
+    Ok(model)
+}
 
+/// The model core but the CTR tables.
+fn structure(root: &Table) -> Result<Model, ReadError> {
+    let trees = root.table(1).map_err(fb)?.ok_or_else(|| malformed(".cbm model core without trees"))?;
 
     let mut model_info = Map::new();
     for kv in root.tables(2).map_err(fb)? {
@@ -132,7 +157,6 @@ pub(super) fn to_model(bytes: &[u8]) -> Result<Model, ReadError> {
         let value = if k == "params" { serde_json::from_str(&v).unwrap_or(Value::String(v)) } else { Value::String(v) };
         model_info.insert(k, value);
     }
-
 
     for (slot, what) in [(10, "non-symmetric trees (grow_policy Depthwise or Lossguide)"), (12, "CatBoost text features"), (13, "CatBoost estimated features"), (18, "CatBoost embedding features")] {
         if !trees.words(slot, 1).map_err(fb)?.is_empty() {
@@ -182,7 +206,6 @@ pub(super) fn to_model(bytes: &[u8]) -> Result<Model, ReadError> {
         });
     }
     let mut ctrs = Vec::new();
-
     for (k, c) in trees.tables(7).map_err(fb)?.iter().enumerate() {
         let ctr = c.table(0).map_err(fb)?.ok_or_else(|| malformed(format!("CTR feature {k} without its CTR")))?;
         let base = ctr.table(0).map_err(fb)?.ok_or_else(|| malformed(format!("CTR feature {k} without its base")))?;
@@ -207,7 +230,6 @@ pub(super) fn to_model(bytes: &[u8]) -> Result<Model, ReadError> {
     let splits = i32s(&trees.words(1, 1).map_err(fb)?);
     let sizes = i32s(&trees.words(2, 1).map_err(fb)?);
     let leaves = trees.f64s(8).map_err(fb)?;
-
     let (mut next_split, mut next_leaf) = (0usize, 0usize);
     let mut oblivious = Vec::with_capacity(sizes.len());
     for (t, &depth) in sizes.iter().enumerate() {
@@ -225,30 +247,10 @@ pub(super) fn to_model(bytes: &[u8]) -> Result<Model, ReadError> {
         next_leaf += n;
     }
     let scale = trees.f64(14, 1.0).map_err(fb)?;
-
     let mut bias = trees.f64s(16).map_err(fb)?;
     if bias.is_empty() {
         bias = vec![trees.f64(15, 0.0).map_err(fb)?; dimension as usize];
     }
-
-    let mut tables = Vec::new();
-
-    for part in &parts {
-        if part != "static_provider_v1" {
-            return Err(ReadError::unsupported(FORMAT, format!("model part {part:?} in a .cbm file"), None));
-        }
-        let count = bytes.get(at..at + 4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize);
-        let count = count.ok_or_else(|| malformed(".cbm truncated before the CTR tables"))?;
-        at += 4;
-        for _ in 0..count {
-            let (table, next) = chunk(bytes, at, "CTR table")?;
-            tables.push(table);
-            at = next;
-        }
-    }
-    // Tables are decoded on every core; the first error in file order is reported.
-    let decoded: Vec<Result<(String, catboost_ctr::Table), ReadError>> = tables.par_iter().map(|t| value_table(t)).collect();
-    let ctr_data = decoded.into_iter().collect::<Result<HashMap<_, _>, _>>()?;
 
     Ok(Model {
         features_info: FeaturesInfo { float_features, categorical_features, text_features: Vec::new(), embedding_features: Vec::new(), ctrs },
@@ -256,7 +258,7 @@ pub(super) fn to_model(bytes: &[u8]) -> Result<Model, ReadError> {
         oblivious_trees: Some(oblivious),
         trees: None,
         scale_and_bias: Some((scale, bias)),
-        ctr_data: Some(ctr_data),
+        ctr_data: None,
     })
 }
 
