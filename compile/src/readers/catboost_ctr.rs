@@ -13,6 +13,7 @@
 //!   classes above `target_border_idx` against all; Buckets `(n[target_border_idx], Σ n)`;
 //!   Counter / FeatureFreq `(n, counter_denominator)`; target-mean types `(sum, count)`. A key
 //!   not in the table is worth `Calc(0, 0)` (Counter: `Calc(0, counter_denominator)`).
+//!
 //! The compiler evaluates `Calc` for every table entry here, in f32 as CatBoost does, so the
 //! evaluator only hashes and looks up.
 
@@ -289,7 +290,7 @@ fn read_one(i: usize, c: &CtrJson, data: &HashMap<String, Table>, inputs: &Input
     }
     let table = data.get(&c.identifier).ok_or_else(|| err(format!("no ctr_data entry {:?}", c.identifier)))?;
     let stride = table.hash_stride;
-    if stride < 2 || stride > 1 << 16 || !table.hash_map.whole(stride) {
+    if !(2..=1 << 16).contains(&stride) || !table.hash_map.whole(stride) {
         return Err(err(format!("hash_map of {} with hash_stride {stride}", table.hash_map.describe())));
     }
     let f = |v: f64| v as f32;
