@@ -3,7 +3,9 @@
 
 /// mimalloc, not glibc's malloc: a compile is a burst of allocations on every core, and glibc
 /// grew its per-thread arenas page by page (`mprotect`, then a fault per page): 5,500 page
-/// faults and ~30 % of a CatBoost `.cbm` compile. See benches/compile_time/README.md.
+/// faults and ~30 % of a CatBoost `.cbm` compile. The gain is mimalloc's transparent huge
+/// pages, which can stall in page compaction on a fragmented machine (`MIMALLOC_ALLOW_THP=0`
+/// turns them off). See benches/compile_time/README.md.
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
