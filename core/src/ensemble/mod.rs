@@ -201,7 +201,7 @@ impl<'a> TreeEnsemble<'a> {
             return self.accumulate_with_ctrs(x, acc);
         }
         // Most rows have no missing value: check once per row, not once per node.
-        let nan = x[..self.n_features()].iter().any(|v| v.is_nan());
+        let nan = any_nan(&x[..self.n_features()]);
         if self.flags & flags::RICH_LEAVES != 0 {
             // Vector and linear leaves are rare: one general loop (every test kind, the leaf
             // kind chosen per tree) keeps the common loops below free of leaf branches.
@@ -241,7 +241,7 @@ impl<'a> TreeEnsemble<'a> {
             row[nf + k] = ctr::value(c, parts, &self.ctr_keys[keys.clone()], &self.ctr_values[keys], x);
         }
         let row = &*row;
-        match (self.flags & flags::RICH_LEAVES != 0, row.iter().any(|v| v.is_nan())) {
+        match (self.flags & flags::RICH_LEAVES != 0, any_nan(row)) {
             (false, false) => self.walk::<true, true, false, false>(row, acc),
             (false, true) => self.walk::<true, true, true, false>(row, acc),
             (true, false) => self.walk::<true, true, false, true>(row, acc),
@@ -420,6 +420,14 @@ impl<'a> TreeEnsemble<'a> {
         // SAFETY: each bitset lies in CAT_WORDS (validated).
         word < split.n_words as usize && unsafe { *self.cat_words.get_unchecked(split.word_offset as usize + word) } >> (c % 32) & 1 == 1
     }
+}
+
+/// Whether any value is NaN. A fold, not `any`: `any` stops at the first NaN and so is a loop
+/// of one compare and one branch per value (~200 instructions per row of 30 features, 15 % of
+/// a 10-tree model's row); without the early exit the compiler compares four at a time.
+#[inline(always)]
+fn any_nan(x: &[f32]) -> bool {
+    x.iter().fold(false, |seen, v| seen | v.is_nan())
 }
 
 /// `v == v.trunc()` (false for NaN) without calling `truncf`: x86-64's baseline has no SSE4.1
