@@ -5,9 +5,12 @@
 /// grew its per-thread arenas page by page (`mprotect`, then a fault per page): 5,500 page
 /// faults and ~30 % of a CatBoost `.cbm` compile. The gain is mimalloc's transparent huge
 /// pages, which can stall in page compaction on a fragmented machine (`MIMALLOC_ALLOW_THP=0`
-/// turns them off). See benches/compile_time/README.md.
+/// turns them off). `compile` also puts a bump arena in front of it (`allocator.rs`). See
+/// benches/compile_time/README.md.
 #[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static GLOBAL: allocator::CliAllocator = allocator::CliAllocator;
+
+mod allocator;
 
 use edgescore_compile::registry;
 
@@ -194,6 +197,7 @@ fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Compile { model, output, source } => {
             let start = Instant::now();
+            allocator::open_arena();
             let ir = edgescore_compile::read_source(&model, &edgescore_compile::read_model_file(&model)?, &source.options())?;
             let bytes = edgescore_compile::compile(&ir).with_context(|| format!("cannot compile {}", model.display()))?;
             // Freeing a large model's IR node by node took ~5 % of a compile; the process is

@@ -97,63 +97,56 @@ impl Entries {
         }
     }
 
-    fn count(&self, stride: usize) -> usize {
-        match self {
-            Entries::Json(cells) => cells.len() / stride,
-            Entries::Packed { keys, .. } => keys.len(),
-        }
-    }
-
     fn describe(&self) -> String {
         match self {
             Entries::Json(cells) => format!("{} numbers", cells.len()),
             Entries::Packed { keys, counters } => format!("{} keys and {} counters", keys.len(), counters.len()),
         }
     }
-
-    fn rows(&self, stride: usize) -> Box<dyn Iterator<Item = Row<'_>> + '_> {
-        match self {
-            Entries::Json(cells) => Box::new(cells.chunks(stride).map(Row::Json)),
-            Entries::Packed { keys, counters } => Box::new(keys.iter().zip(counters.chunks(stride - 1)).map(|(&k, c)| Row::Packed(k, c))),
-        }
-    }
 }
 
 /// One entry: its key, then counters 1.. (`int(k)`, `sum()`), numbered as in the JSON's row.
-enum Row<'a> {
-    Json(&'a [Cell]),
-    Packed(u64, &'a [u32]),
+/// A trait, not an enum: the value loop is compiled once per representation, and a `.cbm`
+/// table's (plain 4-byte words) has no checks left in it.
+trait Row {
+    fn key(&self) -> Option<u64>;
+    fn int(&self, k: usize) -> Option<i32>;
+    /// A target-mean table's sum (counter 1).
+    fn sum(&self) -> Option<f64>;
+    fn show(&self, k: usize) -> String;
 }
 
-impl Row<'_> {
+struct JsonRow<'a>(&'a [Cell]);
+
+impl Row for JsonRow<'_> {
     fn key(&self) -> Option<u64> {
-        match self {
-            Row::Json(row) => row[0].key(),
-            Row::Packed(key, _) => Some(*key),
-        }
+        self.0[0].key()
     }
-
     fn int(&self, k: usize) -> Option<i32> {
-        match self {
-            Row::Json(row) => row[k].int(),
-            Row::Packed(_, counters) => Some(counters[k - 1] as i32),
-        }
+        self.0[k].int()
     }
-
-    /// A target-mean table's sum (counter 1).
     fn sum(&self) -> Option<f64> {
-        match self {
-            Row::Json(row) => row[1].float(),
-            Row::Packed(_, counters) => Some(f32::from_bits(counters[0]) as f64),
-        }
+        self.0[1].float()
     }
-
     fn show(&self, k: usize) -> String {
-        match self {
-            Row::Json(row) => row[k].to_string(),
-            Row::Packed(key, _) if k == 0 => format!("\"{key}\""),
-            Row::Packed(_, counters) => (counters[k - 1] as i32).to_string(),
-        }
+        self.0[k].to_string()
+    }
+}
+
+struct PackedRow<'a>(u64, &'a [u32]);
+
+impl Row for PackedRow<'_> {
+    fn key(&self) -> Option<u64> {
+        Some(self.0)
+    }
+    fn int(&self, k: usize) -> Option<i32> {
+        Some(self.1[k - 1] as i32)
+    }
+    fn sum(&self) -> Option<f64> {
+        Some(f32::from_bits(self.1[0]) as f64)
+    }
+    fn show(&self, k: usize) -> String {
+        if k == 0 { format!("\"{}\"", self.0) } else { (self.1[k - 1] as i32).to_string() }
     }
 }
 
@@ -294,19 +287,10 @@ fn read_one(i: usize, c: &CtrJson, data: &HashMap<String, Table>, inputs: &Input
         return Err(err(format!("hash_map of {} with hash_stride {stride}", table.hash_map.describe())));
     }
     let f = |v: f64| v as f32;
-    let (prior_num, prior_denom, shift, scale) = (f(c.prior_numerator), f(c.prior_denomerator), f(c.shift), f(c.scale.unwrap_or(1.0)));
-    // TModelCtr::Calc, in f32.
-    let calc = |a: f32, b: f32| ((a + prior_num) / (b + prior_denom) + shift) * scale;
     let classes = stride - 1;
-    let tbi = usize::try_from(c.target_border_idx).map_err(|_| err(format!("target_border_idx {}", c.target_border_idx)))?;
-    let denominator = table.counter_denominator;
-    enum Kind {
-        Borders,
-        Buckets,
-        Counter,
-        Mean,
-    }
+    let target_border = usize::try_from(c.target_border_idx).map_err(|_| err(format!("target_border_idx {}", c.target_border_idx)))?;
     let kind = match c.ctr_type.as_str() {
+        "Borders" if classes == 2 => Kind::TwoClassBorders,
         "Borders" => Kind::Borders,
         "Buckets" => Kind::Buckets,
         "Counter" | "FeatureFreq" => Kind::Counter,
@@ -314,58 +298,31 @@ fn read_one(i: usize, c: &CtrJson, data: &HashMap<String, Table>, inputs: &Input
         other => return Err(ReadError::unsupported(FORMAT, format!("CTR type `{other}` (CTR {i})"), None)),
     };
     match kind {
-        Kind::Borders | Kind::Buckets if tbi >= classes => {
-            return Err(err(format!("target_border_idx {tbi} with {classes} target classes")));
+        Kind::TwoClassBorders | Kind::Borders | Kind::Buckets if target_border >= classes => {
+            return Err(err(format!("target_border_idx {target_border} with {classes} target classes")));
         }
         Kind::Counter if stride != 2 => return Err(err(format!("counter table with hash_stride {stride}"))),
         Kind::Mean if stride != 3 => return Err(err(format!("target-mean table with hash_stride {stride}"))),
         _ => {}
     }
-    let empty_value = match kind {
-        Kind::Counter => calc(0.0, denominator as f32),
-        _ => calc(0.0, 0.0),
+    let rule = Rule {
+        kind,
+        classes,
+        target_border,
+        denominator: table.counter_denominator as f32,
+        prior_num: f(c.prior_numerator),
+        prior_denom: f(c.prior_denomerator),
+        shift: f(c.shift),
+        scale: f(c.scale.unwrap_or(1.0)),
     };
-    let mut entries = Vec::with_capacity(table.hash_map.count(stride));
-    for (e, row) in table.hash_map.rows(stride).enumerate() {
-        let key = row.key().ok_or_else(|| err(format!("entry {e}: key {} is not a 64-bit hash", row.show(0))))?;
-        if key == u64::MAX {
-            continue;
-        }
-        let int = |k: usize| row.int(k).ok_or_else(|| err(format!("entry {e}: counter {} is not an int", row.show(k))));
-        let value = match kind {
-            Kind::Borders if classes == 2 => {
-                let (n0, n1) = (int(1)?, int(2)?);
-                calc(n1 as f32, n0.wrapping_add(n1) as f32)
-            }
-            Kind::Borders => {
-                let mut total = 0i32;
-                let mut good = 0i32;
-                for k in 0..=tbi {
-                    total = total.wrapping_add(int(1 + k)?);
-                }
-                for k in tbi + 1..classes {
-                    good = good.wrapping_add(int(1 + k)?);
-                }
-                calc(good as f32, total.wrapping_add(good) as f32)
-            }
-            Kind::Buckets => {
-                let mut total = 0i32;
-                for k in 0..classes {
-                    total = total.wrapping_add(int(1 + k)?);
-                }
-                calc(int(1 + tbi)? as f32, total as f32)
-            }
-            Kind::Counter => calc(int(1)? as f32, denominator as f32),
-            Kind::Mean => {
-                let sum = row.sum().ok_or_else(|| err(format!("entry {e}: sum {} is not a number", row.show(1))))? as f32;
-                calc(sum, int(2)? as f32)
-            }
-        };
-        if !value.is_finite() {
-            return Err(err(format!("entry {e}: CTR value {value} is not finite")));
-        }
-        entries.push((key, value));
-    }
+    let empty_value = match kind {
+        Kind::Counter => rule.calc(0.0, rule.denominator),
+        _ => rule.calc(0.0, 0.0),
+    };
+    let mut entries = match &table.hash_map {
+        Entries::Json(cells) => rule.values(cells.chunks(stride).map(JsonRow), &err)?,
+        Entries::Packed { keys, counters } => rule.values(keys.iter().zip(counters.chunks(stride - 1)).map(|(&k, c)| PackedRow(k, c)), &err)?,
+    };
     entries.sort_unstable_by_key(|e| e.0);
     if entries.windows(2).any(|w| w[0].0 == w[1].0) {
         return Err(err("duplicate keys in hash_map".into()));
@@ -377,3 +334,68 @@ fn read_one(i: usize, c: &CtrJson, data: &HashMap<String, Table>, inputs: &Input
     Ok(Ctr { def: CtrDef { parts, table: entries, empty_value }, borders })
 }
 
+/// Which counters a CTR type divides (see the module comment).
+#[derive(Clone, Copy)]
+enum Kind {
+    TwoClassBorders,
+    Borders,
+    Buckets,
+    Counter,
+    Mean,
+}
+
+/// How one CTR turns a table entry into its value.
+struct Rule {
+    kind: Kind,
+    classes: usize,
+    target_border: usize,
+    denominator: f32,
+    prior_num: f32,
+    prior_denom: f32,
+    shift: f32,
+    scale: f32,
+}
+
+impl Rule {
+    /// `TModelCtr::Calc`, in f32.
+    fn calc(&self, a: f32, b: f32) -> f32 {
+        ((a + self.prior_num) / (b + self.prior_denom) + self.shift) * self.scale
+    }
+
+    /// (key, value) of every entry but CatBoost's empty slots, in table order.
+    fn values<R: Row>(&self, rows: impl Iterator<Item = R>, err: &impl Fn(String) -> ReadError) -> Result<Vec<(u64, f32)>, ReadError> {
+        let mut entries = Vec::with_capacity(rows.size_hint().0);
+        for (e, row) in rows.enumerate() {
+            let key = row.key().ok_or_else(|| err(format!("entry {e}: key {} is not a 64-bit hash", row.show(0))))?;
+            if key == u64::MAX {
+                continue;
+            }
+            let int = |k: usize| row.int(k).ok_or_else(|| err(format!("entry {e}: counter {} is not an int", row.show(k))));
+            let sum = |from: usize, to: usize| (from..to).try_fold(0i32, |total, k| Ok::<_, ReadError>(total.wrapping_add(int(1 + k)?)));
+            let value = match self.kind {
+                Kind::TwoClassBorders => {
+                    let (n0, n1) = (int(1)?, int(2)?);
+                    self.calc(n1 as f32, n0.wrapping_add(n1) as f32)
+                }
+                Kind::Borders => {
+                    let (total, good) = (sum(0, self.target_border + 1)?, sum(self.target_border + 1, self.classes)?);
+                    self.calc(good as f32, total.wrapping_add(good) as f32)
+                }
+                Kind::Buckets => {
+                    let total = sum(0, self.classes)?;
+                    self.calc(int(1 + self.target_border)? as f32, total as f32)
+                }
+                Kind::Counter => self.calc(int(1)? as f32, self.denominator),
+                Kind::Mean => {
+                    let sum = row.sum().ok_or_else(|| err(format!("entry {e}: sum {} is not a number", row.show(1))))? as f32;
+                    self.calc(sum, int(2)? as f32)
+                }
+            };
+            if !value.is_finite() {
+                return Err(err(format!("entry {e}: CTR value {value} is not finite")));
+            }
+            entries.push((key, value));
+        }
+        Ok(entries)
+    }
+}
