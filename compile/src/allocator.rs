@@ -1,6 +1,6 @@
 //! The CLI's global allocator: mimalloc, with a bump arena in front of it while `compile` runs.
 //!
-//! A compile is a burst of allocations, 2–16× the model file in total (23 MB for a 6.7 MB
+//! A compile is a burst of allocations, 1.6–16× the model file in total (23 MB for a 6.7 MB
 //! CatBoost `.cbm`), then an exit. Most of its memory cost was not the allocator's
 //! bookkeeping but the kernel zeroing fresh pages: mimalloc keeps one page per size class and
 //! thread, a 4 MiB page for each class between 84 and 512 KiB (every size a growing `Vec`
@@ -18,7 +18,7 @@
 use mimalloc::MiMalloc;
 use std::alloc::{GlobalAlloc, Layout};
 use std::cell::Cell;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::{Acquire, Relaxed, Release}};
 
 /// Address space reserved, not memory: pages exist once touched. Bounds what a compile can
 /// hold beyond mimalloc's reuse of freed blocks.
@@ -55,7 +55,8 @@ pub fn open_arena() {
         aligned
     };
     BASE.store(base, Relaxed);
-    OPEN.store(true, Relaxed);
+    // Release: a thread that sees the arena open sees where it is.
+    OPEN.store(true, Release);
 }
 
 /// mimalloc's own switch, read the way mimalloc reads it (`0`, `false`, `off`, `no`).
@@ -144,7 +145,7 @@ fn resize_newest(p: *mut u8, layout: Layout, new: usize) -> bool {
 // aligned as asked; every other block is mimalloc's and goes back to it.
 unsafe impl GlobalAlloc for CliAllocator {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        if OPEN.load(Relaxed) {
+        if OPEN.load(Acquire) {
             if let Some(p) = bump(layout) {
                 return p;
             }
@@ -153,7 +154,7 @@ unsafe impl GlobalAlloc for CliAllocator {
     }
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        if OPEN.load(Relaxed) {
+        if OPEN.load(Acquire) {
             if let Some(p) = bump(layout) {
                 // The newest block's bytes may have been handed out and freed before.
                 std::ptr::write_bytes(p, 0, layout.size());
