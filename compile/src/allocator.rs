@@ -65,11 +65,18 @@ fn huge_pages_allowed() -> bool {
     !std::env::var("MIMALLOC_ALLOW_THP").is_ok_and(|v| off(v.trim()))
 }
 
-/// The block's offset in the arena, if it is an arena block.
-fn arena_offset(p: *mut u8) -> Option<usize> {
+fn in_arena(p: *mut u8) -> bool {
     let base = BASE.load(Relaxed);
-    let offset = (p as usize).wrapping_sub(base);
-    (base != 0 && offset < ARENA_BYTES).then_some(offset)
+    base != 0 && (p as usize).wrapping_sub(base) < ARENA_BYTES
+}
+
+/// A new block from the arena, if it is open and has room.
+fn from_arena(layout: Layout) -> Option<*mut u8> {
+    if OPEN.load(Acquire) {
+        bump(layout)
+    } else {
+        None
+    }
 }
 
 /// Blocks up to `SMALL_MAX` come from a chunk of the arena that the allocating thread owns, so
@@ -145,27 +152,22 @@ fn resize_newest(p: *mut u8, layout: Layout, new: usize) -> bool {
 // aligned as asked; every other block is mimalloc's and goes back to it.
 unsafe impl GlobalAlloc for CliAllocator {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        if OPEN.load(Acquire) {
-            if let Some(p) = bump(layout) {
-                return p;
-            }
-        }
-        MiMalloc.alloc(layout)
+        from_arena(layout).unwrap_or_else(|| MiMalloc.alloc(layout))
     }
 
     unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
-        if OPEN.load(Acquire) {
-            if let Some(p) = bump(layout) {
+        match from_arena(layout) {
+            Some(p) => {
                 // The newest block's bytes may have been handed out and freed before.
                 std::ptr::write_bytes(p, 0, layout.size());
-                return p;
+                p
             }
+            None => MiMalloc.alloc_zeroed(layout),
         }
-        MiMalloc.alloc_zeroed(layout)
     }
 
     unsafe fn dealloc(&self, p: *mut u8, layout: Layout) {
-        if arena_offset(p).is_some() {
+        if in_arena(p) {
             // Only the newest block's bytes are handed out again (a temporary freed at once).
             resize_newest(p, layout, 0);
         } else {
@@ -174,16 +176,14 @@ unsafe impl GlobalAlloc for CliAllocator {
     }
 
     unsafe fn realloc(&self, p: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        if arena_offset(p).is_none() {
+        if !in_arena(p) {
             return MiMalloc.realloc(p, layout, new_size);
         }
         // SAFETY (caller's contract): `new_size` is non-zero and fits `layout.align()`.
         let new_layout = Layout::from_size_align_unchecked(new_size, layout.align());
-        if small(new_layout) == small(layout) && (new_size <= layout.size() || resize_newest(p, layout, new_size)) {
-            // Shrunk blocks keep their bytes: only the newest one's could be handed out again.
-            if new_size < layout.size() {
-                resize_newest(p, layout, new_size);
-            }
+        // The newest block grows or shrinks in place; any other block shrinks in place, its
+        // tail unused.
+        if small(new_layout) == small(layout) && (resize_newest(p, layout, new_size) || new_size <= layout.size()) {
             return p;
         }
         let moved = self.alloc(new_layout);
@@ -237,7 +237,7 @@ mod tests {
                 let layout = Layout::from_size_align(100, align).unwrap();
                 let p = CliAllocator.alloc(layout);
                 assert_eq!(p as usize % align, 0);
-                assert!(arena_offset(p).is_some());
+                assert!(in_arena(p));
                 // Freed at once: its bytes are handed out again, and must come back zeroed.
                 p.write_bytes(0xff, 100);
                 CliAllocator.dealloc(p, layout);
@@ -247,7 +247,7 @@ mod tests {
             }
             let big = Layout::from_size_align(ARENA_BYTES + 1, 8).unwrap();
             let p = CliAllocator.alloc(big);
-            assert!(!p.is_null() && arena_offset(p).is_none());
+            assert!(!p.is_null() && !in_arena(p));
             CliAllocator.dealloc(p, big);
         }
     }
