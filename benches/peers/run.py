@@ -324,11 +324,14 @@ def run_worker(name: str, args: list[str], seconds: float) -> dict:
         shim = patch_lleaves()
         import lleaves
 
-        model_file, obj = args
+        model_file, obj, *cpu = args
         t0 = time.perf_counter()
         m = lleaves.Model(model_file=model_file)
-        # fblocksize = num_trees: lleaves' documented setting for single-row prediction.
-        m.compile(cache=obj, fblocksize=m.num_trees())
+        # fblocksize = num_trees: lleaves' documented setting for single-row prediction. An
+        # optional CPU name (benches/shapes/floor.py: "x86-64-v3", which valgrind can run)
+        # replaces the host's CPU and its features.
+        target = {"target_cpu": cpu[0], "target_cpu_features": ""} if cpu else {}
+        m.compile(cache=obj, fblocksize=m.num_trees(), **target)
         return {"compile_s": time.perf_counter() - t0, "shim": shim}
 
     if name == "train-big":

@@ -52,7 +52,7 @@ pub fn report(e: &TreeEnsemble) -> Report {
     for t in e.trees() {
         for n in &nodes[t.root as usize..t.end as usize] {
             if n.flags & node::LEAF == 0 {
-                splits[n.feature as usize] += 1;
+                splits[e.tested_feature(n.feature)] += 1;
             } else if t.layout == tree_layout::OBLIVIOUS {
                 // One leaf node stands for the tree's table of 2^depth leaves.
                 leaves += 1usize << t.depth;

@@ -72,6 +72,11 @@ pub fn compile(model: &ModelIr) -> Result<Vec<u8>> {
     Ok(crate::write::write(model)?)
 }
 
+/// As [`compile`], for filters that read formats up to `max_format` (`compile --max-format`).
+pub fn compile_for(model: &ModelIr, max_format: u32) -> Result<Vec<u8>> {
+    Ok(crate::write::write_for(model, max_format)?)
+}
+
 /// The name `compile` records when given none: the file stem, without a `.json`/`.txt` left
 /// by a `.gz`.
 pub fn default_model_name(path: &Path) -> String {

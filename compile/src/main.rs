@@ -21,7 +21,7 @@ use edgescore_compile::{features, inspect, report, rows, schema, SourceOptions};
 use edgescore_core::Model;
 use std::io::Write;
 use std::path::PathBuf;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 #[derive(Parser)]
 #[command(name = "edgescore", version, about = "Compile, inspect and score edgescore tree-model artifacts")]
@@ -62,6 +62,14 @@ enum Command {
         output: PathBuf,
         #[command(flatten)]
         source: SourceArgs,
+        /// The newest artifact format the filters that will load it read (a fleet not yet
+        /// upgraded): features of newer formats are left out where they are optional (NaN-low
+        /// columns, format 4) and refused where the model needs them.
+        #[arg(long, value_name = "VERSION", default_value_t = edgescore_core::artifact::layout::FORMAT_VERSION)]
+        max_format: u32,
+        /// Print on stderr where the time went: read, lay out, validate, write, rename.
+        #[arg(long)]
+        timings: bool,
     },
     /// Compute the filter's feature vectors for recorded requests (JSON lines) as CSV.
     Features {
@@ -164,28 +172,44 @@ fn load_artifact(path: &PathBuf) -> Result<Model> {
     Model::load(&bytes).with_context(|| format!("{} is not a valid artifact", path.display()))
 }
 
+/// How long each part of `write_validated` took (`compile --timings`).
+#[derive(Default)]
+struct WriteTimes {
+    validate: Duration,
+    write: Duration,
+    rename: Duration,
+}
+
 /// `bytes` at `output`, only once they validated as an artifact: written beside it under a
 /// temporary name (concurrently with the validation) and renamed over it, so a reader of
 /// `output` (a registry directory, a file-watching deployment) never sees a partial or invalid
 /// artifact, and a refused compile leaves the previous one in place.
-fn write_validated(bytes: &[u8], output: &std::path::Path) -> Result<Model> {
+fn write_validated(bytes: &[u8], output: &std::path::Path) -> Result<(Model, WriteTimes)> {
+    let timed = |f: &dyn Fn() -> std::io::Result<()>| {
+        let t = Instant::now();
+        f().map(|()| t.elapsed())
+    };
+    let validated = || {
+        let t = Instant::now();
+        Model::load(bytes).map(|m| (m, t.elapsed()))
+    };
     if output.symlink_metadata().is_ok_and(|m| !m.is_file()) {
         // `/dev/null`, a FIFO, a symbolic link: renaming over it would replace the device or
         // the link itself rather than write where it points.
-        let model = Model::load(bytes).context("the compiled artifact failed validation (compiler bug)")?;
-        std::fs::write(output, bytes).with_context(|| format!("cannot write {}", output.display()))?;
-        return Ok(model);
+        let (model, validate) = validated().context("the compiled artifact failed validation (compiler bug)")?;
+        let write = timed(&|| std::fs::write(output, bytes)).with_context(|| format!("cannot write {}", output.display()))?;
+        return Ok((model, WriteTimes { validate, write, ..WriteTimes::default() }));
     }
     let name = output.file_name().with_context(|| format!("{} is not a file path", output.display()))?;
     let partial = output.with_file_name(format!(".{}.partial-{}", name.to_string_lossy(), std::process::id()));
     let (loaded, written) = std::thread::scope(|s| {
-        let writer = s.spawn(|| std::fs::write(&partial, bytes));
-        (Model::load(bytes), writer.join().expect("the writing thread does not panic"))
+        let writer = s.spawn(|| timed(&|| std::fs::write(&partial, bytes)));
+        (validated(), writer.join().expect("the writing thread does not panic"))
     });
-    let result = written.with_context(|| format!("cannot write {}", output.display())).and_then(|()| {
-        let model = loaded.context("the compiled artifact failed validation (compiler bug)")?;
-        std::fs::rename(&partial, output).with_context(|| format!("cannot write {}", output.display()))?;
-        Ok(model)
+    let result = written.with_context(|| format!("cannot write {}", output.display())).and_then(|write| {
+        let (model, validate) = loaded.context("the compiled artifact failed validation (compiler bug)")?;
+        let rename = timed(&|| std::fs::rename(&partial, output)).with_context(|| format!("cannot write {}", output.display()))?;
+        Ok((model, WriteTimes { validate, write, rename }))
     });
     if result.is_err() {
         let _ = std::fs::remove_file(&partial);
@@ -195,17 +219,33 @@ fn write_validated(bytes: &[u8], output: &std::path::Path) -> Result<Model> {
 
 fn run(cli: Cli) -> Result<()> {
     match cli.command {
-        Command::Compile { model, output, source } => {
+        Command::Compile { model, output, source, max_format, timings } => {
             let start = Instant::now();
             allocator::open_arena();
             let ir = edgescore_compile::read_source(&model, &edgescore_compile::read_model_file(&model)?, &source.options())?;
-            let bytes = edgescore_compile::compile(&ir).with_context(|| format!("cannot compile {}", model.display()))?;
+            let read = start.elapsed();
+            let bytes = edgescore_compile::compile_for(&ir, max_format).with_context(|| format!("cannot compile {}", model.display()))?;
+            let laid_out = start.elapsed();
             // Freeing a large model's IR node by node took ~5 % of a compile; the process is
             // about to exit, which returns it at once.
             std::mem::forget(ir);
             // Validate what we wrote, exactly as the filter will, while the file is written.
-            let loaded = write_validated(&bytes, &output)?;
+            let (loaded, times) = write_validated(&bytes, &output)?;
             let e = loaded.ensemble();
+            if timings {
+                // "Validated" is the artifact in memory, checked as the filter checks it: what a
+                // library's load gives (benches/compile_time compares the two).
+                let ms = |d: Duration| d.as_secs_f64() * 1e3;
+                eprintln!(
+                    "timings: read {:.2} ms, lay out {:.2} ms, validate {:.2} ms (beside write {:.2} ms), rename {:.2} ms; validated at {:.2} ms",
+                    ms(read),
+                    ms(laid_out - read),
+                    ms(times.validate),
+                    ms(times.write),
+                    ms(times.rename),
+                    ms(laid_out + times.validate),
+                );
+            }
             println!(
                 "compiled {} ({:?}, {}) -> {}: {} trees, {} nodes, {} features, {} outputs, {} bytes, checksum {:016x}, {:.1} ms",
                 model.display(),

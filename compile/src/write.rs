@@ -297,7 +297,17 @@ fn zeroed_node() -> Node {
 }
 
 /// Writes the artifact for `model`.
+/// IR → artifact bytes, in the lowest format version that holds the model.
 pub fn write(model: &ModelIr) -> Result<Vec<u8>, WriteError> {
+    write_for(model, FORMAT_VERSION)
+}
+
+/// As [`write`], for filters that read formats up to `max_format` (a fleet not yet upgraded):
+/// NaN-low columns only from format 4; a model that needs a newer format is refused.
+pub fn write_for(model: &ModelIr, max_format: u32) -> Result<Vec<u8>, WriteError> {
+    if !(OLDEST_FORMAT_VERSION..=FORMAT_VERSION).contains(&max_format) {
+        return Err(WriteError::Model(format!("format {max_format} (this build writes {OLDEST_FORMAT_VERSION} to {FORMAT_VERSION})")));
+    }
     let n_outputs = model.n_outputs();
     if n_outputs == 0 || n_outputs > edgescore_core::MAX_OUTPUTS {
         return Err(WriteError::Model(format!("{n_outputs} outputs (1..={} supported)", edgescore_core::MAX_OUTPUTS)));
@@ -332,6 +342,35 @@ pub fn write(model: &ModelIr) -> Result<Vec<u8>, WriteError> {
     // `tree_layout`).
     laid.sort_by_key(|l| (l.layout, if l.layout == tree_layout::NODES { u32::MAX - l.depth } else { 0 }));
     let linear = laid.iter().any(|l| l.s.flags & flags::HAS_LINEAR_LEAVES != 0);
+    // NaN-low columns (format 4): each `x < t` test whose NaN goes to its yes side reads its
+    // input with NaN as −∞ (and −∞ as the lowest finite f32) instead: the same test for every
+    // row, and `x < −∞` (NaN alone goes yes) becomes `x < −f32::MAX`. Used when that leaves no
+    // test on an input that must see NaN, so rows with missing values take the walk without
+    // NaN tests; when the derived row fits the evaluator's stack buffer; and when the model
+    // has enough tree levels to repay writing that row (2 × n_features values) for every row:
+    // at least 4 levels per input (measured, benches/shapes/README.md: 10 trees of depth 6 on
+    // 30 inputs ran 1.02-1.06x slower with columns, 100 such trees 0.97x, 300 oblivious
+    // trees 0.78x).
+    let low_start = nan_low_start(n_inputs as u32, model.ctrs.len() as u32);
+    let sees_nan = |n: &Node| n.flags & node::LEAF == 0 && (n.feature as usize) < n_inputs && (n.flags & node::OP_MASK != node::OP_LT || n.flags & node::MISSING_YES != 0);
+    let movable = |n: &Node| n.flags & node::OP_MASK == node::OP_LT && f32::from_bits(n.payload) != -f32::MAX;
+    let mut seeing = laid.iter().flat_map(|l| &l.s.nodes).filter(|n| sees_nan(n)).peekable();
+    let levels: u64 = laid.iter().map(|l| l.depth as u64).sum();
+    let nan_low = max_format >= 4
+        && (low_start as usize + n_inputs) <= MAX_CTR_ROW as usize
+        && levels >= 4 * n_inputs as u64
+        && seeing.peek().is_some()
+        && seeing.all(movable);
+    let to_nan_low = |n: &mut Node| {
+        if !(nan_low && sees_nan(n)) {
+            return false;
+        }
+        n.feature += low_start as u16;
+        if f32::from_bits(n.payload) == f32::NEG_INFINITY {
+            n.payload = (-f32::MAX).to_bits();
+        }
+        true
+    };
     let mut all = Sections::default();
     all.nodes.reserve(laid.iter().map(|l| l.s.nodes.len()).sum());
     all.leaves.reserve(laid.iter().map(|l| l.s.leaves.len()).sum());
@@ -356,6 +395,9 @@ pub fn write(model: &ModelIr) -> Result<Vec<u8>, WriteError> {
                 if matches!(n.flags & node::OP_MASK, node::OP_IN_SET | node::OP_MEMBER) {
                     n.payload += split_base;
                 }
+                if to_nan_low(&mut n) {
+                    all.flags |= flags::NAN_LOW_COLUMNS;
+                }
                 all.nodes.push(n);
                 continue;
             }
@@ -365,6 +407,8 @@ pub fn write(model: &ModelIr) -> Result<Vec<u8>, WriteError> {
                 n.left = n.left.wrapping_sub(1);
             } else if matches!(n.flags & node::OP_MASK, node::OP_IN_SET | node::OP_MEMBER) {
                 n.payload += split_base;
+            } else if to_nan_low(&mut n) {
+                all.flags |= flags::NAN_LOW_COLUMNS;
             }
             all.nodes.push(n);
         }
@@ -461,13 +505,22 @@ pub fn write(model: &ModelIr) -> Result<Vec<u8>, WriteError> {
         bytemuck::cast_slice(&ctr.values),
     ];
     // The lowest format that holds the model (see `layout::FORMAT_VERSION`).
-    let version = if all.flags & flags::FORMAT_3 != 0 {
+    let version = if all.flags & flags::FORMAT_4 != 0 {
+        4
+    } else if all.flags & flags::FORMAT_3 != 0 {
         3
     } else if all.flags & flags::FORMAT_2 != 0 || all.format_2_tests || link > link::EXP {
         2
     } else {
         OLDEST_FORMAT_VERSION
     };
+    if version > max_format {
+        let needs = match version {
+            3 => "oblivious trees",
+            _ => "vector or linear leaves, CTR features, membership tests or the step link",
+        };
+        return Err(WriteError::Model(format!("{needs} need format {version}, above the highest format asked for ({max_format})")));
+    }
     Ok(assemble(all.flags, version, &sections[..section_count(version)]))
 }
 

@@ -114,6 +114,7 @@ impl Art {
         if header.format_version < 2 {
             assert!(header.flags & flags::FORMAT_2 == 0 && m.link <= link::EXP, "ORACLE: format 1 with format-2 features accepted");
         }
+        assert!(header.format_version >= 4 || header.flags & flags::FORMAT_4 == 0, "ORACLE: NaN-low columns before format 4 accepted");
         let linear = header.flags & flags::HAS_LINEAR_LEAVES != 0;
         assert_eq!(art.linear_leaves.len(), if linear { art.leaves.len() } else { 0 }, "ORACLE: LINEAR_LEAVES length");
         assert!(linear || art.linear_terms.is_empty(), "ORACLE: LINEAR_TERMS without the flag");
@@ -123,9 +124,23 @@ impl Art {
         art
     }
 
-    /// Inputs plus CTR features: how many features a split may test.
+    /// Inputs, CTR features, then (format 4) one NaN-low column per input: how many features
+    /// a split may test.
     fn split_features(&self) -> u32 {
-        self.meta.n_features + self.ctr_features.len() as u32
+        let low = if self.header.flags & flags::NAN_LOW_COLUMNS != 0 { self.meta.n_features } else { 0 };
+        self.meta.n_features + self.ctr_features.len() as u32 + low
+    }
+
+    /// The input a split feature reads, if it is an input or a NaN-low column.
+    fn input_of(&self, f: u32) -> Option<usize> {
+        let (nf, low_start) = (self.meta.n_features, self.meta.n_features + self.ctr_features.len() as u32);
+        if f < nf {
+            Some(f as usize)
+        } else if f >= low_start && self.header.flags & flags::NAN_LOW_COLUMNS != 0 {
+            Some((f - low_start) as usize)
+        } else {
+            None
+        }
     }
 
     /// The row the trees walk: the inputs, then each CTR feature's value, looked up here with
@@ -141,6 +156,9 @@ impl Art {
             let keys = self.ctr_keys.get(range.clone()).unwrap_or_else(|| panic!("ORACLE: CTR {k} keys out of range"));
             let value = keys.iter().position(|&k| k == key).map_or(c.empty_value, |i| self.ctr_values[range.start + i]);
             row.push(value);
+        }
+        if self.header.flags & flags::NAN_LOW_COLUMNS != 0 {
+            row.extend(x[..nf].iter().map(|&v| if v.is_nan() { f32::NEG_INFINITY } else if v == f32::NEG_INFINITY { -f32::MAX } else { v }));
         }
         row
     }
@@ -249,7 +267,8 @@ impl Art {
         for (i, c) in self.cat_splits.iter().enumerate() {
             assert!(c.word_offset as u64 + c.n_words as u64 <= self.cat_words.len() as u64, "ORACLE: cat split {i} bitset past CAT_WORDS");
         }
-        assert!(self.ctr_features.is_empty() || self.split_features() <= MAX_CTR_ROW, "ORACLE: CTR row longer than MAX_CTR_ROW");
+        let derived = !self.ctr_features.is_empty() || self.header.flags & flags::NAN_LOW_COLUMNS != 0;
+        assert!(!derived || self.split_features() <= MAX_CTR_ROW, "ORACLE: derived row longer than MAX_CTR_ROW");
         for (k, c) in self.ctr_features.iter().enumerate() {
             assert!(c.part_offset as u64 + c.n_parts as u64 <= self.ctr_parts.len() as u64, "ORACLE: CTR {k} parts past CTR_PARTS");
             assert!(c.key_offset as u64 + c.n_keys as u64 <= self.ctr_keys.len() as u64, "ORACLE: CTR {k} keys past CTR_KEYS");
@@ -381,7 +400,7 @@ impl Art {
             if ff & LEAF != 0 {
                 continue;
             }
-            let Some(list) = per.get_mut(n_feature(n) as usize) else { continue };
+            let Some(list) = self.input_of(n_feature(n)).and_then(|f| per.get_mut(f)) else { continue };
             if list.len() > 64 {
                 continue;
             }

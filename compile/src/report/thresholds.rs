@@ -28,7 +28,7 @@ pub(super) fn thresholds(e: &TreeEnsemble) -> Vec<FeatureThresholds> {
         if n.flags & node::LEAF != 0 {
             continue;
         }
-        let index = n.feature as usize;
+        let index = e.tested_feature(n.feature);
         let t = by_feature.entry(index).or_insert_with(|| FeatureThresholds {
             index,
             name: inspect::feature_name(e, index),

@@ -19,7 +19,11 @@ pub const MAGIC: [u8; 8] = *b"ESMODEL\0";
 /// Version 3 adds oblivious trees (`TreeSpec::layout == tree_layout::OBLIVIOUS`, header flag
 /// `HAS_OBLIVIOUS`): CatBoost's trees, stored as their levels and a leaf table instead of
 /// expanded into 2^d − 1 split nodes.
-pub const FORMAT_VERSION: u32 = 3;
+///
+/// Version 4 adds NaN-low columns (header flag `NAN_LOW_COLUMNS`): a node whose missing
+/// values go to its yes side may test its feature with NaN read as −∞, so that rows with a
+/// missing value need no NaN test in the walk.
+pub const FORMAT_VERSION: u32 = 4;
 /// The oldest format version this build reads.
 pub const OLDEST_FORMAT_VERSION: u32 = 1;
 /// Every section starts at a multiple of this many bytes.
@@ -55,12 +59,18 @@ pub mod flags {
     pub const HAS_OBLIVIOUS: u32 = 1 << 5;
     /// What only format 3 may declare.
     pub const FORMAT_3: u32 = HAS_OBLIVIOUS;
-    pub const ALL: u32 = HAS_CATEGORICAL | HAS_RARE_TESTS | FORMAT_2 | FORMAT_3;
+    /// Split features `n_features + n_ctr + f` (f < n_features) are input `f` with NaN read as
+    /// −∞ and −∞ as −f32::MAX (see [`super::nan_low_start`]). Format 4.
+    pub const NAN_LOW_COLUMNS: u32 = 1 << 6;
+    /// What only format 4 may declare.
+    pub const FORMAT_4: u32 = NAN_LOW_COLUMNS;
+    pub const ALL: u32 = HAS_CATEGORICAL | HAS_RARE_TESTS | FORMAT_2 | FORMAT_3 | FORMAT_4;
     /// The flags a file of format `version` may declare.
     pub fn known(version: u32) -> u32 {
         match version {
-            0 | 1 => ALL & !FORMAT_2 & !FORMAT_3,
-            2 => ALL & !FORMAT_3,
+            0 | 1 => ALL & !FORMAT_2 & !FORMAT_3 & !FORMAT_4,
+            2 => ALL & !FORMAT_3 & !FORMAT_4,
+            3 => ALL & !FORMAT_4,
             _ => ALL,
         }
     }
@@ -326,9 +336,19 @@ pub struct LinearTerm {
     pub coeff: f64,
 }
 
-/// A model with CTR features scores a row copied into a stack buffer with the CTR values after
-/// the input features (split features `n_features + k` are CTR `k`): at most this many values.
+/// A model with CTR features or NaN-low columns scores a row copied into a stack buffer: the
+/// input features, then the CTR values (split feature `n_features + k` is CTR `k`), then with
+/// `NAN_LOW_COLUMNS` one NaN-low column per input: at most this many values.
 pub const MAX_CTR_ROW: u32 = 1024;
+
+/// The first NaN-low column's split-feature index (header flag `NAN_LOW_COLUMNS`): column
+/// `nan_low_start + f` holds input `f`, with NaN as −∞ and −∞ as −f32::MAX. A `MISSING_YES`
+/// node testing `x < t` on input `f` is the same test on that column for every row when
+/// t > −f32::MAX (NaN: −∞ < t, yes), and `x < −∞` (only NaN goes yes) is `column < −f32::MAX`:
+/// the writer moves such nodes there, so that no test needs to see NaN.
+pub fn nan_low_start(n_features: u32, n_ctr_features: u32) -> u32 {
+    n_features + n_ctr_features
+}
 
 /// A CatBoost online CTR feature: the row's projection (its CTR_PARTS, hashed in order with
 /// CatBoost's `CalcHash`) is looked up among CTR_KEYS[key_offset .. key_offset + n_keys]

@@ -10,6 +10,7 @@ use crate::artifact::layout::{node, CatSplit, CtrFeature, CtrPart, FeatureSpec, 
 use crate::artifact::layout::{MAX_CTR_ROW, VECTOR_OUTPUT, ZERO_THRESHOLD};
 use crate::artifact::layout::{aggregate, flags, link, STRINGS_FIXED};
 use crate::artifact::{Link, SourceFormat, Task};
+use core::mem::MaybeUninit;
 
 pub mod ctr;
 mod validate;
@@ -38,6 +39,9 @@ pub struct TreeEnsemble<'a> {
     pub(crate) checksum: u64,
     /// Trees `..n_walked` are walked node by node, the rest are oblivious.
     pub(crate) n_walked: usize,
+    /// Whether rows with a NaN input need the NaN-aware walk (validation decides; see
+    /// `layout::nan_low_start`).
+    pub(crate) nan_walk: bool,
     pub(crate) len: usize,
     pub(crate) strings: &'a [u8],
     pub(crate) features: &'a [FeatureSpec],
@@ -184,6 +188,18 @@ impl<'a> TreeEnsemble<'a> {
         Ok(())
     }
 
+    /// The feature a split on `split_feature` tests, numbered inputs then CTR features: a
+    /// NaN-low column (`layout::nan_low_start`) is its input.
+    pub fn tested_feature(&self, split_feature: u16) -> usize {
+        let low_start = self.n_features() + self.ctr_features.len();
+        let f = split_feature as usize;
+        if self.flags & flags::NAN_LOW_COLUMNS != 0 && f >= low_start {
+            f - low_start
+        } else {
+            f
+        }
+    }
+
     /// CatBoost CTR features: one per split feature beyond the inputs.
     pub fn ctr_features(&self) -> &'a [CtrFeature] {
         self.ctr_features
@@ -197,56 +213,78 @@ impl<'a> TreeEnsemble<'a> {
     /// Adds every tree's leaf value to `acc[tree.output]`.
     #[inline]
     fn accumulate(&self, x: &[f32], acc: &mut [f64]) {
-        if self.flags & flags::HAS_CTRS != 0 {
-            return self.accumulate_with_ctrs(x, acc);
+        if self.flags & (flags::HAS_CTRS | flags::NAN_LOW_COLUMNS) != 0 {
+            return self.accumulate_derived(x, acc);
         }
-        // Most rows have no missing value: check once per row, not once per node.
-        let nan = any_nan(&x[..self.n_features()]);
+        self.walk_row(x, x, acc)
+    }
+
+    /// The walk that covers this model's tests, on `row` (the inputs `x`, or the derived row
+    /// that starts with them).
+    #[inline(always)]
+    fn walk_row(&self, x: &[f32], row: &[f32], acc: &mut [f64]) {
+        // Most rows have no missing value, and most models' NaN tests have moved to NaN-low
+        // columns: check once per row, not once per node.
+        let nan = self.nan_walk && any_nan(&x[..self.n_features()]);
         if self.flags & flags::RICH_LEAVES != 0 {
             // Vector and linear leaves are rare: one general loop (every test kind, the leaf
             // kind chosen per tree) keeps the common loops below free of leaf branches.
-            return if nan { self.walk::<true, true, true, true>(x, acc) } else { self.walk::<true, true, false, true>(x, acc) };
+            return if nan { self.walk::<true, true, true, true>(row, acc) } else { self.walk::<true, true, false, true>(row, acc) };
         }
         match (self.flags & (flags::HAS_CATEGORICAL | flags::HAS_RARE_TESTS), nan) {
-            (0, false) => self.walk::<false, false, false, false>(x, acc),
-            (0, true) => self.walk::<false, false, true, false>(x, acc),
-            (flags::HAS_CATEGORICAL, false) => self.walk::<true, false, false, false>(x, acc),
-            (flags::HAS_CATEGORICAL, true) => self.walk::<true, false, true, false>(x, acc),
-            (flags::HAS_RARE_TESTS, false) => self.walk::<false, true, false, false>(x, acc),
-            (flags::HAS_RARE_TESTS, true) => self.walk::<false, true, true, false>(x, acc),
-            (_, false) => self.walk::<true, true, false, false>(x, acc),
-            (_, true) => self.walk::<true, true, true, false>(x, acc),
+            (0, false) => self.walk::<false, false, false, false>(row, acc),
+            (0, true) => self.walk::<false, false, true, false>(row, acc),
+            (flags::HAS_CATEGORICAL, false) => self.walk::<true, false, false, false>(row, acc),
+            (flags::HAS_CATEGORICAL, true) => self.walk::<true, false, true, false>(row, acc),
+            (flags::HAS_RARE_TESTS, false) => self.walk::<false, true, false, false>(row, acc),
+            (flags::HAS_RARE_TESTS, true) => self.walk::<false, true, true, false>(row, acc),
+            (_, false) => self.walk::<true, true, false, false>(row, acc),
+            (_, true) => self.walk::<true, true, true, false>(row, acc),
         }
     }
 
-    /// The row with the CTR features after the inputs, on the stack (validation bounds its
-    /// length by `MAX_CTR_ROW`), then the general walk over it.
-    #[cold]
+    /// The derived row on the stack (validation bounds its length by `MAX_CTR_ROW`): the
+    /// inputs, the CTR features, then the NaN-low columns; then the walk over it. Two buffer
+    /// sizes, so that the common row does not pay for a 4 KiB frame (and its stack probe).
     #[inline(never)]
-    fn accumulate_with_ctrs(&self, x: &[f32], acc: &mut [f64]) {
-        let nf = self.n_features();
-        let total = nf + self.ctr_features.len();
-        let mut small = [0f32; 128];
-        let mut large;
-        let row = if total <= small.len() {
-            &mut small[..total]
+    fn accumulate_derived(&self, x: &[f32], acc: &mut [f64]) {
+        let low = if self.flags & flags::NAN_LOW_COLUMNS != 0 { self.n_features() } else { 0 };
+        let total = self.n_features() + self.ctr_features.len() + low;
+        if total <= 128 {
+            self.walk_derived::<128>(x, total, low, acc)
         } else {
-            large = [0f32; MAX_CTR_ROW as usize];
-            &mut large[..total]
-        };
-        row[..nf].copy_from_slice(&x[..nf]);
-        for (k, c) in self.ctr_features.iter().enumerate() {
+            self.walk_derived::<{ MAX_CTR_ROW as usize }>(x, total, low, acc)
+        }
+    }
+
+    #[inline(always)]
+    fn walk_derived<const N: usize>(&self, x: &[f32], total: usize, low: usize, acc: &mut [f64]) {
+        let nf = self.n_features();
+        // Uninitialised, then written in full: zeroing the buffer per row would cost more
+        // than the walk of a small model.
+        let mut buf = [MaybeUninit::<f32>::uninit(); N];
+        let (inputs, rest) = buf[..total].split_at_mut(nf);
+        let (ctrs, columns) = rest.split_at_mut(self.ctr_features.len());
+        if low == 0 {
+            for (dst, &v) in inputs.iter_mut().zip(x) {
+                dst.write(v);
+            }
+        } else {
+            // One pass writes each input and its column (the compiler vectorises it).
+            for ((dst, column), &v) in inputs.iter_mut().zip(columns.iter_mut()).zip(x) {
+                dst.write(v);
+                column.write(if v.is_nan() { f32::NEG_INFINITY } else { v.max(-f32::MAX) });
+            }
+        }
+        for (dst, c) in ctrs.iter_mut().zip(self.ctr_features) {
             let parts = &self.ctr_parts[c.part_offset as usize..(c.part_offset + c.n_parts) as usize];
             let keys = c.key_offset as usize..(c.key_offset + c.n_keys) as usize;
-            row[nf + k] = ctr::value(c, parts, &self.ctr_keys[keys.clone()], &self.ctr_values[keys], x);
+            dst.write(ctr::value(c, parts, &self.ctr_keys[keys.clone()], &self.ctr_values[keys], x));
         }
-        let row = &*row;
-        match (self.flags & flags::RICH_LEAVES != 0, any_nan(row)) {
-            (false, false) => self.walk::<true, true, false, false>(row, acc),
-            (false, true) => self.walk::<true, true, true, false>(row, acc),
-            (true, false) => self.walk::<true, true, false, true>(row, acc),
-            (true, true) => self.walk::<true, true, true, true>(row, acc),
-        }
+        // SAFETY: the loops above wrote all `total` values: `x` has at least `nf` (checked in
+        // `with_outputs`), `columns` is empty or `nf` long, one CTR value each.
+        let row = unsafe { core::slice::from_raw_parts(buf.as_ptr().cast::<f32>(), total) };
+        self.walk_row(x, row, acc)
     }
 
     fn walk<const CAT: bool, const RARE: bool, const NAN: bool, const RICH: bool>(&self, x: &[f32], acc: &mut [f64]) {

@@ -26,6 +26,8 @@ pub(crate) struct Parts {
     checksum: u64,
     /// Trees `..n_walked` are `NODES` trees, the rest `OBLIVIOUS`.
     n_walked: usize,
+    /// Whether a row with a NaN input needs the NaN-aware walk (see [`nan_tests`]).
+    nan_walk: bool,
     ranges: [core::ops::Range<usize>; 15],
 }
 
@@ -58,6 +60,7 @@ fn view<'a>(bytes: &'a [u8], p: &Parts) -> TreeEnsemble<'a> {
         flags: p.flags,
         checksum: p.checksum,
         n_walked: p.n_walked,
+        nan_walk: p.nan_walk,
         len: bytes.len(),
         strings: r(1),
         features: bytemuck::cast_slice(r(2)),
@@ -163,7 +166,13 @@ fn validate(bytes: &[u8]) -> Result<Parts, E> {
         let ctr_keys: &[u64] = section(bytes, &entries[13], SectionKind::CtrKeys, count(13, 8))?;
         let ctr_values: &[f32] = section(bytes, &entries[14], SectionKind::CtrValues, ctr_keys.len() as u64)?;
         check_ctrs(&meta, ctrs, ctr_features, ctr_parts, ctr_keys, ctr_values)?;
-        let split_features = meta.n_features + ctr_features.len() as u32;
+        let low_start = nan_low_start(meta.n_features, ctr_features.len() as u32);
+        let nan_low = header.flags & flags::NAN_LOW_COLUMNS != 0;
+        if nan_low && low_start as u64 + meta.n_features as u64 > MAX_CTR_ROW as u64 {
+            return Err(E::Meta("inputs, CTR features and NaN-low columns exceed the row limit"));
+        }
+        // Splits may test the inputs, the CTR features and the NaN-low columns, in that order.
+        let split_features = low_start + if nan_low { meta.n_features } else { 0 };
 
         for (i, f) in features.iter().enumerate() {
             let ok = match f.kind {
@@ -193,9 +202,11 @@ fn validate(bytes: &[u8]) -> Result<Parts, E> {
             }
         }
         let (used, n_walked) = check_trees(&meta, header.format_version, split_features, trees, nodes)?;
+        let (reads_nan_low, nan_walk) = nan_tests(nodes, meta.n_features, low_start);
         let used = used
             | if linear { flags::HAS_LINEAR_LEAVES } else { 0 }
-            | if ctrs { flags::HAS_CTRS } else { 0 };
+            | if ctrs { flags::HAS_CTRS } else { 0 }
+            | if reads_nan_low { flags::NAN_LOW_COLUMNS } else { 0 };
         if used & flags::RICH_LEAVES == flags::RICH_LEAVES {
             return Err(E::Meta("vector leaves and linear leaves in one model"));
         }
@@ -206,8 +217,24 @@ fn validate(bytes: &[u8]) -> Result<Parts, E> {
             return Err(E::FlagsMismatch { declared: header.flags, used });
         }
         let _ = strings;
-        Ok(Parts { meta, flags: header.flags, checksum: header.checksum, n_walked, ranges: entries.map(|e| e.offset as usize..(e.offset + e.len) as usize) })
+        Ok(Parts { meta, flags: header.flags, checksum: header.checksum, n_walked, nan_walk, ranges: entries.map(|e| e.offset as usize..(e.offset + e.len) as usize) })
     }
+}
+
+/// Whether some split reads a NaN-low column (at or past `low_start`), and whether a NaN
+/// input can reach a test that must see it: a test on an input that is not `x < t`, or an
+/// `x < t` whose NaN goes to the yes side. Every other test sends NaN where `x < t` does
+/// (`NaN < t` is false: the no side); columns and CTR features are never NaN; leaves (NaN
+/// thresholds) stay put either way. Without such a test, rows with NaN inputs take the walk
+/// without NaN tests.
+fn nan_tests(nodes: &[Node], n_features: u32, low_start: u32) -> (bool, bool) {
+    let (mut reads_low, mut nan_walk) = (false, false);
+    for n in nodes.iter().filter(|n| n.flags & node::LEAF == 0) {
+        let f = n.feature as u32;
+        reads_low |= f >= low_start;
+        nan_walk |= f < n_features && (n.flags & node::OP_MASK != node::OP_LT || n.flags & node::MISSING_YES != 0);
+    }
+    (reads_low, nan_walk)
 }
 
 /// The section table; a format-1 file's missing sections come back empty.

@@ -51,7 +51,7 @@ pub fn default_golden_inputs(e: &TreeEnsemble<'_>) -> Vec<Vec<Option<f32>>> {
         if nd.flags & node::LEAF != 0 {
             continue;
         }
-        let f = nd.feature as usize;
+        let f = e.tested_feature(nd.feature);
         // Splits on CTR features (past the inputs) test values computed from the inputs.
         if f >= n {
             continue;

@@ -1,0 +1,123 @@
+"""Where edgescore's time goes against compiled code, in counts: per scored row, callgrind's
+instructions, conditional branches, simulated branch mispredictions and L1 data misses of the
+scoring function, for edgescore (`peer-native`), tl2cgen and lleaves on the cached cells.
+
+Counts are repeatable on a noisy machine, unlike times. The branch predictor and caches are
+callgrind's simulations (a 2-bit-counter predictor, no global history), not the CPU's: they
+rank the peers' branch behaviour, they do not give its cost. Cells and peers must have been
+built by run.py first.
+
+    .venv/bin/python -m benches.shapes.floor --cells xgb_d6_t10,lgb_defaults_t100
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from . import train
+from .cells import select
+from .peers import edgescore, lleaves, tl2cgen
+from .peers.harness import ROOT
+from .rows import N_ROWS, ROW_SETS
+
+EVENTS = ("Ir", "Bc", "Bcm", "D1mr")
+# The function each peer scores a row in, as callgrind names it.
+FUNCTION = {"edgescore": "TreeEnsemble::score", "tl2cgen": "???:predict", "lleaves": "forest_root"}
+
+
+def counts(cmd: list, function: str, calls: int, env: dict | None = None) -> dict:
+    """Per-call inclusive counts of `function` in one callgrind run of `cmd`."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "cg.out"
+        subprocess.run(["valgrind", "--tool=callgrind", "--branch-sim=yes", "--cache-sim=yes",
+                        f"--callgrind-out-file={out}", *map(str, cmd)],
+                       check=True, capture_output=True, env=env)
+        text = subprocess.run(["callgrind_annotate", "--inclusive=yes", f"--show={','.join(EVENTS)}", str(out)],
+                              check=True, capture_output=True, text=True).stdout
+    for line in text.splitlines():
+        if function in line:
+            values = [int(v.replace(",", "")) for v in re.findall(r"([\d,]+) \(", line)]
+            return {e: v / calls for e, v in zip(EVENTS, values)}
+    raise RuntimeError(f"{function} not in the profile of {cmd[0]}")
+
+
+# The bench builds the C peers with `-march=native`; valgrind stops at AVX-512 (SIGILL), so
+# they are rebuilt for AVX2 at most to be counted.
+VALGRIND_CFLAGS = ["-O3", "-march=x86-64-v3"]
+
+
+def lleaves_for_valgrind(model: Path, out: Path) -> Path:
+    """The model compiled by lleaves for x86-64-v3 (AVX2) instead of the host (the bench's
+    object uses AVX-512; this compile takes as long as the bench's), and its harness."""
+    obj, exe = out / "lleaves-v3.o", out / "lleaves-harness"
+    subprocess.run([sys.executable, ROOT / "benches" / "peers" / "run.py", "--worker", "lleaves-compile", model, obj, "x86-64-v3"],
+                   check=True, capture_output=True)
+    subprocess.run(["gcc", *VALGRIND_CFLAGS, lleaves.HARNESS, obj, "-lm", "-o", exe], check=True)
+    return exe
+
+
+def tl2cgen_for_valgrind(built: Path, out: Path) -> Path:
+    """tl2cgen's C and the harness rebuilt for AVX2 at most."""
+    flags = VALGRIND_CFLAGS
+    objects = []
+    for c in sorted(built.glob("*.c")):
+        objects.append(out / c.with_suffix(".o").name)
+        subprocess.run(["gcc", *flags, "-c", c, "-o", objects[-1]], check=True)
+    result_t = re.search(r"void predict\(union Entry\* data, int pred_margin, (\w+)\* result\);", (built / "header.h").read_text())
+    exe = out / "harness"
+    subprocess.run(["gcc", *flags, f"-DTL_RESULT_T={result_t.group(1)}", f"-I{built}", tl2cgen.HARNESS, *objects, "-lm", "-o", exe],
+                   check=True)
+    return exe
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--cells", required=True, help="comma-separated cells")
+    ap.add_argument("--json", type=Path, help="write the counts here")
+    ap.add_argument("--peer-native", type=Path, default=edgescore.PEER_NATIVE, help="the edgescore build to count")
+    ap.add_argument("--no-lleaves", action="store_true", help="skip lleaves (compiled here for AVX2: minutes per model)")
+    a = ap.parse_args()
+    rows_out = []
+    with tempfile.TemporaryDirectory(prefix="floor-") as scratch:
+        for cell in select(a.cells.split(",")):
+            rows_out += count_cell(cell, Path(scratch) / cell.name, a)
+    if a.json:
+        a.json.write_text(json.dumps(rows_out, indent=1))
+    return 0
+
+
+def count_cell(cell, scratch: Path, a) -> list[dict]:
+    """The counts of one cell, every peer on both row sets."""
+    rows_out = []
+    t = train.load(cell)
+    if t is None:
+        sys.exit(f"{cell.name}: not trained yet (run benches.shapes.run --cells {cell.name} first)")
+    d = Path(t["dir"])
+    builds = {}
+    scratch.mkdir(parents=True)
+    if tl2cgen.applies(cell):
+        builds["tl2cgen"] = tl2cgen_for_valgrind(Path(tl2cgen.build(cell, t, False)["dir"]), scratch)
+    if lleaves.applies(cell) and not a.no_lleaves:
+        builds["lleaves"] = lleaves_for_valgrind(d / t["model"], scratch)
+    for rs in ROW_SETS:
+        env = {"EDGESCORE_PASSES": "1", "PATH": "/usr/bin:/bin"}
+        # peer-native: a warm-up pass and one timed pass; the C harnesses likewise with a
+        # budget too small for a second pass.
+        found = {"edgescore": counts([a.peer_native, d / t["model"], d / f"{rs}.csv"], FUNCTION["edgescore"], 2 * N_ROWS, env)}
+        for peer, exe in builds.items():
+            extra = [t["outputs"]] if peer == "lleaves" else []
+            found[peer] = counts([exe, d / f"{rs}.f32", t["features"], "1e-9", 0, *extra], FUNCTION[peer], 2 * N_ROWS)
+        for peer, c in found.items():
+            rows_out.append({"cell": cell.name, "rows": rs, "peer": peer, **c})
+            print(f"{cell.name:22} {rs:8} {peer:10} " + "  ".join(f"{e} {c[e]:>9,.1f}" for e in EVENTS), flush=True)
+    return rows_out
+
+
+if __name__ == "__main__":
+    sys.exit(main())
