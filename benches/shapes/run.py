@@ -62,13 +62,12 @@ def cargo(*args: str) -> None:
 
 
 def ensure_binaries(with_wasm: bool) -> None:
-    if not edgescore.CLI.exists():
-        cargo("build", "--release", "-p", "edgescore-compile")
-    if not edgescore.PEER_NATIVE.exists():
-        cargo("build", "--release", "-p", "edgescore-benches", "--features", "peer-native", "--bin", "peer-native")
-    if with_wasm and not wasm.GUEST.exists():
+    # Always through cargo (a no-op when up to date): a binary that merely exists may predate
+    # the evaluator or the artifact format being measured.
+    cargo("build", "--release", "-p", "edgescore-compile")
+    cargo("build", "--release", "-p", "edgescore-benches", "--features", "peer-native", "--bin", "peer-native")
+    if with_wasm:
         cargo("build", "--profile", "wasm", "--target", "wasm32-wasip1", "-p", "edgescore-score-guest")
-    if with_wasm and not wasm.RUNNER.exists():
         cargo("build", "--release", "-p", "edgescore-benches", "--features", "shape-wasm", "--bin", "shape-wasm")
 
 

@@ -284,9 +284,18 @@ impl<'a> TreeEnsemble<'a> {
         // SAFETY: the loops above wrote all `total` values: `x` has at least `nf` (checked in
         // `with_outputs`), `columns` is empty or `nf` long, one CTR value each.
         let row = unsafe { core::slice::from_raw_parts(buf.as_ptr().cast::<f32>(), total) };
+        self.walk_derived_row(x, row, acc)
+    }
+
+    /// The walks once more for derived rows, out of line: the plain path keeps its own copy
+    /// inlined (as it had before derived rows were common; called from three places, the
+    /// walks were left out of line, and the 10-tree cells ran 10 % slower in wasmtime).
+    #[inline(never)]
+    fn walk_derived_row(&self, x: &[f32], row: &[f32], acc: &mut [f64]) {
         self.walk_row(x, row, acc)
     }
 
+    #[inline(always)]
     fn walk<const CAT: bool, const RARE: bool, const NAN: bool, const RICH: bool>(&self, x: &[f32], acc: &mut [f64]) {
         // SAFETY: validation checks n_walked <= trees.len().
         let (walked, oblivious) = unsafe { (self.trees.get_unchecked(..self.n_walked), self.trees.get_unchecked(self.n_walked..)) };
