@@ -296,7 +296,6 @@ fn zeroed_node() -> Node {
     bytemuck::Zeroable::zeroed()
 }
 
-/// Writes the artifact for `model`.
 /// IR → artifact bytes, in the lowest format version that holds the model.
 pub fn write(model: &ModelIr) -> Result<Vec<u8>, WriteError> {
     write_for(model, FORMAT_VERSION)
