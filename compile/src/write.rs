@@ -351,7 +351,7 @@ pub fn write_for(model: &ModelIr, max_format: u32) -> Result<Vec<u8>, WriteError
     // 30 inputs ran 1.02-1.06x slower with columns, 100 such trees 0.97x, 300 oblivious
     // trees 0.78x).
     let low_start = nan_low_start(n_inputs as u32, model.ctrs.len() as u32);
-    let sees_nan = |n: &Node| n.flags & node::LEAF == 0 && (n.feature as usize) < n_inputs && (n.flags & node::OP_MASK != node::OP_LT || n.flags & node::MISSING_YES != 0);
+    let sees_nan = |n: &Node| n.sees_nan(n_inputs as u32);
     let movable = |n: &Node| n.flags & node::OP_MASK == node::OP_LT && f32::from_bits(n.payload) != -f32::MAX;
     let mut seeing = laid.iter().flat_map(|l| &l.s.nodes).filter(|n| sees_nan(n)).peekable();
     let levels: u64 = laid.iter().map(|l| l.depth as u64).sum();

@@ -85,15 +85,17 @@ def build(cell, trained: dict, rebuild: bool) -> dict:
     return {**meta, "dir": str(out), "cached": False}
 
 
-def link_harness(out: Path, objects: list[Path]) -> None:
+def link_harness(out: Path, objects: list[Path], cflags: list[str] = CFLAGS, exe: Path | None = None) -> Path:
     """benches/peers/tl2cgen_harness.c linked with the generated objects (relinked on every run:
-    seconds, and the harness may have changed since the C was generated)."""
+    seconds, and the harness may have changed since the C was generated) into `exe` (default
+    `out/harness`)."""
     header = (out / "header.h").read_text()
     m = re.search(r"void predict\(union Entry\* data, int pred_margin, (\w+)\* result\);", header)
     if not m:
         raise NotApplicable(f"unexpected tl2cgen entry point in {out / 'header.h'}")
-    run([*NICE, "gcc", *CFLAGS, f"-DTL_RESULT_T={m.group(1)}", f"-I{out}", HARNESS, *objects, "-lm",
-         "-o", out / "harness"])
+    exe = exe or out / "harness"
+    run([*NICE, "gcc", *cflags, f"-DTL_RESULT_T={m.group(1)}", f"-I{out}", HARNESS, *objects, "-lm", "-o", exe])
+    return exe
 
 
 def prepare(cell, trained: dict, rebuild: bool) -> Prepared:

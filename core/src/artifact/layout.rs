@@ -274,6 +274,19 @@ pub struct Node {
     pub left: u32,
 }
 
+impl Node {
+    /// Whether this split must see a NaN in input `feature < n_features` as NaN: any test but
+    /// `x < t`, or `x < t` whose NaN goes to the yes side. Every other split sends NaN where
+    /// `x < t` does (`NaN < t` is false: the no side); NaN-low columns and CTR features are
+    /// never NaN. The writer moves such splits to NaN-low columns where it can; the validator
+    /// gives models with none left the walk without NaN tests.
+    pub fn sees_nan(&self, n_features: u32) -> bool {
+        self.flags & node::LEAF == 0
+            && (self.feature as u32) < n_features
+            && (self.flags & node::OP_MASK != node::OP_LT || self.flags & node::MISSING_YES != 0)
+    }
+}
+
 pub mod node {
     pub const LEAF: u16 = 1 << 15;
     /// NaN goes to the yes child (`left`); otherwise to the no child (`left + 1`).

@@ -216,16 +216,16 @@ impl<'a> TreeEnsemble<'a> {
         if self.flags & (flags::HAS_CTRS | flags::NAN_LOW_COLUMNS) != 0 {
             return self.accumulate_derived(x, acc);
         }
-        self.walk_row(x, x, acc)
+        self.walk_row(x, acc)
     }
 
-    /// The walk that covers this model's tests, on `row` (the inputs `x`, or the derived row
-    /// that starts with them).
+    /// The walk that covers this model's tests, on `row` (the inputs, or the derived row that
+    /// starts with them).
     #[inline(always)]
-    fn walk_row(&self, x: &[f32], row: &[f32], acc: &mut [f64]) {
+    fn walk_row(&self, row: &[f32], acc: &mut [f64]) {
         // Most rows have no missing value, and most models' NaN tests have moved to NaN-low
-        // columns: check once per row, not once per node.
-        let nan = self.nan_walk && any_nan(&x[..self.n_features()]);
+        // columns: check the inputs once per row, not once per node.
+        let nan = self.nan_walk && any_nan(&row[..self.n_features()]);
         if self.flags & flags::RICH_LEAVES != 0 {
             // Vector and linear leaves are rare: one general loop (every test kind, the leaf
             // kind chosen per tree) keeps the common loops below free of leaf branches.
@@ -284,15 +284,15 @@ impl<'a> TreeEnsemble<'a> {
         // SAFETY: the loops above wrote all `total` values: `x` has at least `nf` (checked in
         // `with_outputs`), `columns` is empty or `nf` long, one CTR value each.
         let row = unsafe { core::slice::from_raw_parts(buf.as_ptr().cast::<f32>(), total) };
-        self.walk_derived_row(x, row, acc)
+        self.walk_derived_row(row, acc)
     }
 
     /// The walks once more for derived rows, out of line: the plain path keeps its own copy
     /// inlined (as it had before derived rows were common; called from three places, the
     /// walks were left out of line, and the 10-tree cells ran 10 % slower in wasmtime).
     #[inline(never)]
-    fn walk_derived_row(&self, x: &[f32], row: &[f32], acc: &mut [f64]) {
-        self.walk_row(x, row, acc)
+    fn walk_derived_row(&self, row: &[f32], acc: &mut [f64]) {
+        self.walk_row(row, acc)
     }
 
     #[inline(always)]

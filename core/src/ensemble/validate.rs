@@ -221,20 +221,11 @@ fn validate(bytes: &[u8]) -> Result<Parts, E> {
     }
 }
 
-/// Whether some split reads a NaN-low column (at or past `low_start`), and whether a NaN
-/// input can reach a test that must see it: a test on an input that is not `x < t`, or an
-/// `x < t` whose NaN goes to the yes side. Every other test sends NaN where `x < t` does
-/// (`NaN < t` is false: the no side); columns and CTR features are never NaN; leaves (NaN
-/// thresholds) stay put either way. Without such a test, rows with NaN inputs take the walk
-/// without NaN tests.
+/// Whether some split reads a NaN-low column (at or past `low_start`), and whether a row with
+/// a NaN input needs the NaN-aware walk ([`Node::sees_nan`]; leaves stay put either way).
 fn nan_tests(nodes: &[Node], n_features: u32, low_start: u32) -> (bool, bool) {
-    let (mut reads_low, mut nan_walk) = (false, false);
-    for n in nodes.iter().filter(|n| n.flags & node::LEAF == 0) {
-        let f = n.feature as u32;
-        reads_low |= f >= low_start;
-        nan_walk |= f < n_features && (n.flags & node::OP_MASK != node::OP_LT || n.flags & node::MISSING_YES != 0);
-    }
-    (reads_low, nan_walk)
+    let reads_low = nodes.iter().any(|n| n.flags & node::LEAF == 0 && n.feature as u32 >= low_start);
+    (reads_low, nodes.iter().any(|n| n.sees_nan(n_features)))
 }
 
 /// The section table; a format-1 file's missing sections come back empty.
