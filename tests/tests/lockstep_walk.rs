@@ -1,0 +1,71 @@
+//! The lockstep walk of leaf-wise trees: a group of trees deeper than their leaf count needs
+//! checks once, partway down, whether every tree has reached its leaf, and stops there if so
+//! (`TreeEnsemble::walk_group`). Rows that stop early, rows that go on, and rows where only
+//! some trees of a group are done must all score exactly as the IR's reference reading.
+
+use edgescore_compile::ir::{self, FeatureDef, FeatureKind, ModelIr, Test, Tree};
+use edgescore_compile::write::write;
+use edgescore_core::Model;
+
+/// A spine of `depth` splits on `feature`: split i sends `x < threshold_i` to a leaf and the
+/// rest on down, as LightGBM's leaf-wise growth makes them (depth + 1 leaves, depth splits).
+/// Thresholds rise, so small values stop at the top and large ones go to the bottom.
+fn spine(output: u32, feature: u32, depth: u32, first: f64, value_base: f64, missing_yes: bool) -> Tree {
+    let mut nodes = Vec::new();
+    for i in 0..depth {
+        let at = nodes.len() as u32;
+        // Split at `at`, its yes leaf at `at + 1`, the next split (or the last leaf) at `at + 2`.
+        nodes.push(ir::Node::Split { feature, test: Test::Lt(first + i as f64), missing_yes: missing_yes ^ (i % 3 == 0), yes: at + 1, no: at + 2 });
+        nodes.push(ir::Node::Leaf { value: value_base + i as f64 });
+    }
+    nodes.push(ir::Node::Leaf { value: value_base + depth as f64 });
+    Tree { output, nodes }
+}
+
+/// `n_trees` spines of assorted depths (2 to 14) on 3 features: more than one group of
+/// lockstep lanes plus a remainder, groups mixing trees that stop early and trees that don't.
+fn spines(n_trees: u32, n_outputs: u32) -> ModelIr {
+    let trees = (0..n_trees)
+        .map(|t| spine(t % n_outputs, t % 3, 2 + (t * 5) % 13, (t % 4) as f64 - 1.0, 100.0 * t as f64, t % 2 == 0))
+        .collect();
+    let features = (0..3).map(|i| FeatureDef { name: format!("f{i}"), kind: FeatureKind::Numeric }).collect();
+    let mut m = ModelIr::binary_logistic("spines", features, trees);
+    if n_outputs > 1 {
+        m.base_score = vec![0.0; n_outputs as usize];
+        m.link = ir::Link::Softmax;
+        m.task = ir::Task::MulticlassClassification;
+        m.objective = "multi:softprob".into();
+    }
+    m
+}
+
+fn assert_scores_as_reference(m: &ModelIr) {
+    let bytes = write(m).unwrap();
+    let model = Model::load(&bytes).unwrap();
+    let e = model.ensemble();
+    assert_eq!(e.n_outputs(), m.n_outputs());
+    let values = [f32::NEG_INFINITY, -2.0, -0.5, 0.0, 0.5, 1.5, 3.0, 6.5, 9.0, 12.5, 20.0, f32::NAN];
+    let mut out = vec![0f64; e.n_outputs()];
+    for a in values {
+        for b in values {
+            for c in values {
+                let row = [a, b, c];
+                e.margins(&row, &mut out).unwrap();
+                // Leaf values are integers: every order of summing them is exact.
+                assert_eq!(out, m.margins(&row), "row {row:?}");
+            }
+        }
+    }
+}
+
+#[test]
+fn spines_score_exactly_whether_the_group_stops_early_or_not() {
+    for n_trees in [8, 19, 40] {
+        assert_scores_as_reference(&spines(n_trees, 1));
+    }
+}
+
+#[test]
+fn spines_of_several_outputs_score_exactly() {
+    assert_scores_as_reference(&spines(27, 3));
+}
