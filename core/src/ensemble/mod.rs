@@ -307,11 +307,7 @@ impl<'a> TreeEnsemble<'a> {
         for group in &mut groups {
             let at = self.walk_group::<CAT, RARE, NAN>(group, x);
             for k in 0..LANES {
-                if single {
-                    sum += self.leaf_value(at[k]);
-                } else {
-                    self.add_leaf::<RICH>(group[k].output, at[k], x, acc);
-                }
+                self.add_tree::<RICH>(single, &mut sum, group[k].output, at[k], x, acc);
             }
         }
         for tree in groups.remainder() {
@@ -319,11 +315,7 @@ impl<'a> TreeEnsemble<'a> {
             for _ in 0..tree.depth {
                 at = self.step::<CAT, RARE, NAN>(at, x);
             }
-            if single {
-                sum += self.leaf_value(at);
-            } else {
-                self.add_leaf::<RICH>(tree.output, at, x, acc);
-            }
+            self.add_tree::<RICH>(single, &mut sum, tree.output, at, x, acc);
         }
         if single {
             // `acc[0]` is still 0.0, and `0.0 + sum == sum` (a sum from +0.0 is never -0.0).
@@ -354,27 +346,39 @@ impl<'a> TreeEnsemble<'a> {
         // deepest (an artifact ordered otherwise only checks at a less useful level).
         let leaves = group[0].end.saturating_sub(group[0].root).div_ceil(2).max(1);
         let check_at = (u32::BITS - (leaves - 1).leading_zeros()) + 1;
-        let first = steps.min(check_at);
-        for _ in 0..first {
-            for a in at.iter_mut() {
-                *a = self.step::<CAT, RARE, NAN>(*a, x);
+        // One loop run twice (to the check, then on if needed): a closure or a method for the
+        // step, called from two loops, was left out of line by LLVM (one call per level).
+        let (mut level, mut stop) = (0, steps.min(check_at));
+        loop {
+            for _ in level..stop {
+                for a in at.iter_mut() {
+                    *a = self.step::<CAT, RARE, NAN>(*a, x);
+                }
             }
-        }
-        if first < steps {
+            if stop == steps {
+                return at;
+            }
             let mut leaf = node::LEAF;
             for &a in &at {
                 // SAFETY: as in `step`.
                 leaf &= unsafe { self.nodes.get_unchecked(a as usize) }.flags;
             }
-            if leaf == 0 {
-                for _ in first..steps {
-                    for a in at.iter_mut() {
-                        *a = self.step::<CAT, RARE, NAN>(*a, x);
-                    }
-                }
+            if leaf != 0 {
+                return at;
             }
+            (level, stop) = (stop, steps);
         }
-        at
+    }
+
+    /// A tree's leaf into the register sum of a single output, or into `acc`. A method, not a
+    /// closure: LLVM left a closure called from the two loops of `walk` out of line.
+    #[inline(always)]
+    fn add_tree<const RICH: bool>(&self, single: bool, sum: &mut f64, output: u32, at: u32, x: &[f32], acc: &mut [f64]) {
+        if single {
+            *sum += self.leaf_value(at);
+        } else {
+            self.add_leaf::<RICH>(output, at, x, acc);
+        }
     }
 
     #[inline(always)]
