@@ -64,7 +64,8 @@ enum Command {
         source: SourceArgs,
         /// The newest artifact format the filters that will load it read (a fleet not yet
         /// upgraded): features of newer formats are left out where they are optional (NaN-low
-        /// columns, format 4) and refused where the model needs them.
+        /// columns, format 4; zero-as-missing columns, format 5) and refused where the model
+        /// needs them.
         #[arg(long, value_name = "VERSION", default_value_t = edgescore_core::artifact::layout::FORMAT_VERSION)]
         max_format: u32,
         /// Print on stderr where the time went: read, lay out, validate, write, rename.

@@ -302,7 +302,8 @@ pub fn write(model: &ModelIr) -> Result<Vec<u8>, WriteError> {
 }
 
 /// As [`write`], for filters that read formats up to `max_format` (a fleet not yet upgraded):
-/// NaN-low columns only from format 4; a model that needs a newer format is refused.
+/// NaN-low columns only from format 4, zero-as-missing columns from 5; a model that needs a
+/// newer format is refused.
 pub fn write_for(model: &ModelIr, max_format: u32) -> Result<Vec<u8>, WriteError> {
     if !(OLDEST_FORMAT_VERSION..=FORMAT_VERSION).contains(&max_format) {
         return Err(WriteError::Model(format!("format {max_format} (this build writes {OLDEST_FORMAT_VERSION} to {FORMAT_VERSION})")));
@@ -343,32 +344,46 @@ pub fn write_for(model: &ModelIr, max_format: u32) -> Result<Vec<u8>, WriteError
     let linear = laid.iter().any(|l| l.s.flags & flags::HAS_LINEAR_LEAVES != 0);
     // NaN-low columns (format 4): each `x < t` test whose NaN goes to its yes side reads its
     // input with NaN as −∞ (and −∞ as the lowest finite f32) instead: the same test for every
-    // row, and `x < −∞` (NaN alone goes yes) becomes `x < −f32::MAX`. Used when that leaves no
-    // test on an input that must see NaN, so rows with missing values take the walk without
-    // NaN tests; when the derived row fits the evaluator's stack buffer; and when the model
-    // has enough tree levels to repay writing that row (2 × n_features values) for every row:
-    // at least 4 levels per input (measured, benches/shapes/README.md: 10 trees of depth 6 on
-    // 30 inputs ran 1.02-1.06x slower with columns, 100 such trees 0.97x, 300 oblivious
-    // trees 0.78x).
-    let low_start = nan_low_start(n_inputs as u32, model.ctrs.len() as u32);
+    // row, and `x < −∞` (NaN alone goes yes) becomes `x < −f32::MAX`. Zero-as-missing columns
+    // (format 5) do the same for LightGBM's zero-as-missing tests, "missing" (zero or NaN) read
+    // as −∞ or +∞ by the side it goes to, and the test becomes a plain `x < t`. Used when that
+    // leaves no test on an input that must see NaN, so rows with missing values take the walk
+    // without NaN tests; when the derived row fits the evaluator's stack buffer; and when the
+    // model has enough tree levels to repay writing that row (2 or 4 × n_features values) for
+    // every row: at least 4 levels per input (measured for NaN-low columns,
+    // benches/shapes/README.md: 10 trees of depth 6 on 30 inputs ran 1.02-1.06x slower with
+    // columns, 100 such trees 0.97x, 300 oblivious trees 0.78x).
     let sees_nan = |n: &Node| n.sees_nan(n_inputs as u32);
-    let movable = |n: &Node| n.flags & node::OP_MASK == node::OP_LT && f32::from_bits(n.payload) != -f32::MAX;
+    let column_of = |n: &Node| -> Option<u32> {
+        let (op, yes) = (n.flags & node::OP_MASK, n.flags & node::MISSING_YES != 0);
+        // On a −∞ column, `x < −f32::MAX` would let −∞ (read as −f32::MAX) through.
+        let above_lowest = f32::from_bits(n.payload) != -f32::MAX;
+        match op {
+            node::OP_LT if yes && above_lowest => Some(0),
+            node::OP_LT_ZERO_MISSING if max_format >= 5 && yes && above_lowest => Some(1),
+            node::OP_LT_ZERO_MISSING if max_format >= 5 && !yes => Some(2),
+            _ => None,
+        }
+    };
     let mut seeing = laid.iter().flat_map(|l| &l.s.nodes).filter(|n| sees_nan(n)).peekable();
+    let zero_columns = laid.iter().flat_map(|l| &l.s.nodes).any(|n| sees_nan(n) && column_of(n).is_some_and(|c| c > 0));
+    let row = nan_low_start(n_inputs as u32, model.ctrs.len() as u32) as usize + n_inputs * if zero_columns { 3 } else { 1 };
     let levels: u64 = laid.iter().map(|l| l.depth as u64).sum();
-    let nan_low = max_format >= 4
-        && (low_start as usize + n_inputs) <= MAX_CTR_ROW as usize
+    let columns = max_format >= 4
+        && row <= MAX_CTR_ROW as usize
         && levels >= 4 * n_inputs as u64
         && seeing.peek().is_some()
-        && seeing.all(movable);
-    let to_nan_low = |n: &mut Node| {
-        if !(nan_low && sees_nan(n)) {
-            return false;
-        }
-        n.feature += low_start as u16;
-        if f32::from_bits(n.payload) == f32::NEG_INFINITY {
+        && seeing.all(|n| column_of(n).is_some());
+    let low_start = nan_low_start(n_inputs as u32, model.ctrs.len() as u32);
+    // Moves `n` to its column, if the model uses them; the header flag it then needs.
+    let to_column = |n: &mut Node| -> u32 {
+        let Some(column) = columns.then(|| column_of(n)).flatten().filter(|_| sees_nan(n)) else { return 0 };
+        n.feature += (low_start + column * n_inputs as u32) as u16;
+        n.flags = (n.flags & !node::OP_MASK) | node::OP_LT;
+        if column < 2 && f32::from_bits(n.payload) == f32::NEG_INFINITY {
             n.payload = (-f32::MAX).to_bits();
         }
-        true
+        if column == 0 { flags::NAN_LOW_COLUMNS } else { flags::ZERO_MISSING_COLUMNS }
     };
     let mut all = Sections::default();
     all.nodes.reserve(laid.iter().map(|l| l.s.nodes.len()).sum());
@@ -394,9 +409,7 @@ pub fn write_for(model: &ModelIr, max_format: u32) -> Result<Vec<u8>, WriteError
                 if matches!(n.flags & node::OP_MASK, node::OP_IN_SET | node::OP_MEMBER) {
                     n.payload += split_base;
                 }
-                if to_nan_low(&mut n) {
-                    all.flags |= flags::NAN_LOW_COLUMNS;
-                }
+                all.flags |= to_column(&mut n);
                 all.nodes.push(n);
                 continue;
             }
@@ -406,8 +419,8 @@ pub fn write_for(model: &ModelIr, max_format: u32) -> Result<Vec<u8>, WriteError
                 n.left = n.left.wrapping_sub(1);
             } else if matches!(n.flags & node::OP_MASK, node::OP_IN_SET | node::OP_MEMBER) {
                 n.payload += split_base;
-            } else if to_nan_low(&mut n) {
-                all.flags |= flags::NAN_LOW_COLUMNS;
+            } else {
+                all.flags |= to_column(&mut n);
             }
             all.nodes.push(n);
         }
@@ -425,6 +438,13 @@ pub fn write_for(model: &ModelIr, max_format: u32) -> Result<Vec<u8>, WriteError
         all.trees.push(TreeSpec { root: node_base, end: all.nodes.len() as u32, output, depth: depth as u16, layout });
         if layout == tree_layout::OBLIVIOUS {
             all.flags |= flags::HAS_OBLIVIOUS;
+        }
+    }
+    if all.flags & flags::ZERO_MISSING_COLUMNS != 0 {
+        // Its zero-as-missing tests are plain comparisons on the columns now.
+        let rare = |n: &Node| n.flags & node::LEAF == 0 && matches!(n.flags & node::OP_MASK, node::OP_EQ | node::OP_NE | node::OP_LT_ZERO_MISSING);
+        if !all.nodes.iter().any(rare) {
+            all.flags &= !flags::HAS_RARE_TESTS;
         }
     }
     if all.flags & flags::RICH_LEAVES == flags::RICH_LEAVES {
@@ -504,7 +524,9 @@ pub fn write_for(model: &ModelIr, max_format: u32) -> Result<Vec<u8>, WriteError
         bytemuck::cast_slice(&ctr.values),
     ];
     // The lowest format that holds the model (see `layout::FORMAT_VERSION`).
-    let version = if all.flags & flags::FORMAT_4 != 0 {
+    let version = if all.flags & flags::FORMAT_5 != 0 {
+        5
+    } else if all.flags & flags::FORMAT_4 != 0 {
         4
     } else if all.flags & flags::FORMAT_3 != 0 {
         3

@@ -115,6 +115,7 @@ impl Art {
             assert!(header.flags & flags::FORMAT_2 == 0 && m.link <= link::EXP, "ORACLE: format 1 with format-2 features accepted");
         }
         assert!(header.format_version >= 4 || header.flags & flags::FORMAT_4 == 0, "ORACLE: NaN-low columns before format 4 accepted");
+        assert!(header.format_version >= 5 || header.flags & flags::FORMAT_5 == 0, "ORACLE: zero-as-missing columns before format 5 accepted");
         let linear = header.flags & flags::HAS_LINEAR_LEAVES != 0;
         assert_eq!(art.linear_leaves.len(), if linear { art.leaves.len() } else { 0 }, "ORACLE: LINEAR_LEAVES length");
         assert!(linear || art.linear_terms.is_empty(), "ORACLE: LINEAR_TERMS without the flag");
@@ -124,20 +125,30 @@ impl Art {
         art
     }
 
-    /// Inputs, CTR features, then (format 4) one NaN-low column per input: how many features
-    /// a split may test.
-    fn split_features(&self) -> u32 {
-        let low = if self.header.flags & flags::NAN_LOW_COLUMNS != 0 { self.meta.n_features } else { 0 };
-        self.meta.n_features + self.ctr_features.len() as u32 + low
+    /// How many columns per input follow the CTR features: (format 4) a NaN-low column,
+    /// (format 5) that and two zero-as-missing columns.
+    fn columns(&self) -> u32 {
+        if self.header.flags & flags::ZERO_MISSING_COLUMNS != 0 {
+            3
+        } else if self.header.flags & flags::NAN_LOW_COLUMNS != 0 {
+            1
+        } else {
+            0
+        }
     }
 
-    /// The input a split feature reads, if it is an input or a NaN-low column.
+    /// Inputs, CTR features, then the columns: how many features a split may test.
+    fn split_features(&self) -> u32 {
+        self.meta.n_features + self.ctr_features.len() as u32 + self.columns() * self.meta.n_features
+    }
+
+    /// The input a split feature reads, if it is an input or a column of one.
     fn input_of(&self, f: u32) -> Option<usize> {
         let (nf, low_start) = (self.meta.n_features, self.meta.n_features + self.ctr_features.len() as u32);
         if f < nf {
             Some(f as usize)
-        } else if f >= low_start && self.header.flags & flags::NAN_LOW_COLUMNS != 0 {
-            Some((f - low_start) as usize)
+        } else if f >= low_start && self.columns() > 0 {
+            Some(((f - low_start) % nf) as usize)
         } else {
             None
         }
@@ -157,8 +168,13 @@ impl Art {
             let value = keys.iter().position(|&k| k == key).map_or(c.empty_value, |i| self.ctr_values[range.start + i]);
             row.push(value);
         }
-        if self.header.flags & flags::NAN_LOW_COLUMNS != 0 {
+        if self.columns() > 0 {
             row.extend(x[..nf].iter().map(|&v| if v.is_nan() { f32::NEG_INFINITY } else if v == f32::NEG_INFINITY { -f32::MAX } else { v }));
+        }
+        if self.columns() > 2 {
+            let missing = |v: f32| v.is_nan() || (-ZERO_THRESHOLD..=ZERO_THRESHOLD).contains(&v);
+            row.extend(x[..nf].iter().map(|&v| if missing(v) { f32::NEG_INFINITY } else if v == f32::NEG_INFINITY { -f32::MAX } else { v }));
+            row.extend(x[..nf].iter().map(|&v| if missing(v) { f32::INFINITY } else { v }));
         }
         row
     }
@@ -267,7 +283,7 @@ impl Art {
         for (i, c) in self.cat_splits.iter().enumerate() {
             assert!(c.word_offset as u64 + c.n_words as u64 <= self.cat_words.len() as u64, "ORACLE: cat split {i} bitset past CAT_WORDS");
         }
-        let derived = !self.ctr_features.is_empty() || self.header.flags & flags::NAN_LOW_COLUMNS != 0;
+        let derived = !self.ctr_features.is_empty() || self.columns() > 0;
         assert!(!derived || self.split_features() <= MAX_CTR_ROW, "ORACLE: derived row longer than MAX_CTR_ROW");
         for (k, c) in self.ctr_features.iter().enumerate() {
             assert!(c.part_offset as u64 + c.n_parts as u64 <= self.ctr_parts.len() as u64, "ORACLE: CTR {k} parts past CTR_PARTS");

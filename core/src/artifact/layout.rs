@@ -23,7 +23,11 @@ pub const MAGIC: [u8; 8] = *b"ESMODEL\0";
 /// Version 4 adds NaN-low columns (header flag `NAN_LOW_COLUMNS`): a node whose missing
 /// values go to its yes side may test its feature with NaN read as −∞, so that rows with a
 /// missing value need no NaN test in the walk.
-pub const FORMAT_VERSION: u32 = 4;
+///
+/// Version 5 adds zero-as-missing columns (header flag `ZERO_MISSING_COLUMNS`): LightGBM's
+/// zero-as-missing tests read their input with "missing" (zero or NaN) already sent to their
+/// side, so that such models take the walk without NaN or zero tests.
+pub const FORMAT_VERSION: u32 = 5;
 /// The oldest format version this build reads.
 pub const OLDEST_FORMAT_VERSION: u32 = 1;
 /// Every section starts at a multiple of this many bytes.
@@ -64,13 +68,19 @@ pub mod flags {
     pub const NAN_LOW_COLUMNS: u32 = 1 << 6;
     /// What only format 4 may declare.
     pub const FORMAT_4: u32 = NAN_LOW_COLUMNS;
-    pub const ALL: u32 = HAS_CATEGORICAL | HAS_RARE_TESTS | FORMAT_2 | FORMAT_3 | FORMAT_4;
+    /// Split features from `zero_low_start` on are the zero-as-missing columns of the inputs
+    /// (see [`super::zero_low_start`]). Format 5.
+    pub const ZERO_MISSING_COLUMNS: u32 = 1 << 7;
+    /// What only format 5 may declare.
+    pub const FORMAT_5: u32 = ZERO_MISSING_COLUMNS;
+    pub const ALL: u32 = HAS_CATEGORICAL | HAS_RARE_TESTS | FORMAT_2 | FORMAT_3 | FORMAT_4 | FORMAT_5;
     /// The flags a file of format `version` may declare.
     pub fn known(version: u32) -> u32 {
         match version {
-            0 | 1 => ALL & !FORMAT_2 & !FORMAT_3 & !FORMAT_4,
-            2 => ALL & !FORMAT_3 & !FORMAT_4,
-            3 => ALL & !FORMAT_4,
+            0 | 1 => ALL & !FORMAT_2 & !FORMAT_3 & !FORMAT_4 & !FORMAT_5,
+            2 => ALL & !FORMAT_3 & !FORMAT_4 & !FORMAT_5,
+            3 => ALL & !FORMAT_4 & !FORMAT_5,
+            4 => ALL & !FORMAT_5,
             _ => ALL,
         }
     }
@@ -349,9 +359,10 @@ pub struct LinearTerm {
     pub coeff: f64,
 }
 
-/// A model with CTR features or NaN-low columns scores a row copied into a stack buffer: the
+/// A model with CTR features or derived columns scores a row copied into a stack buffer: the
 /// input features, then the CTR values (split feature `n_features + k` is CTR `k`), then with
-/// `NAN_LOW_COLUMNS` one NaN-low column per input: at most this many values.
+/// `NAN_LOW_COLUMNS` one NaN-low column per input, with `ZERO_MISSING_COLUMNS` those and two
+/// zero-as-missing columns per input: at most this many values.
 pub const MAX_CTR_ROW: u32 = 1024;
 
 /// The first NaN-low column's split-feature index (header flag `NAN_LOW_COLUMNS`): column
@@ -361,6 +372,31 @@ pub const MAX_CTR_ROW: u32 = 1024;
 /// the writer moves such nodes there, so that no test needs to see NaN.
 pub fn nan_low_start(n_features: u32, n_ctr_features: u32) -> u32 {
     n_features + n_ctr_features
+}
+
+/// The first zero-as-missing column's split-feature index (header flag
+/// `ZERO_MISSING_COLUMNS`; the NaN-low columns come first, read or not). Input `f` is
+/// "missing" when it is NaN or `|x| <= ZERO_THRESHOLD`. Column `zero_low_start + f` holds it
+/// with missing as −∞ and −∞ as −f32::MAX; column `zero_low_start + n_features + f` with
+/// missing as +∞. An `LT_ZERO_MISSING` node testing `x < t` on input `f` is then the plain
+/// `x < t` on the first column when its missing values go yes (t > −f32::MAX; `x < −∞` is
+/// `column < −f32::MAX`), on the second when they go no: the writer moves such nodes there
+/// as `LT`, so that no test needs to see zero or NaN.
+pub fn zero_low_start(n_features: u32, n_ctr_features: u32) -> u32 {
+    nan_low_start(n_features, n_ctr_features) + n_features
+}
+
+/// How many values a row of the inputs, the CTR features and the columns `flags` asks for
+/// holds (the split features a node may test).
+pub fn row_len(n_features: u32, n_ctr_features: u32, header_flags: u32) -> u32 {
+    let columns = if header_flags & flags::ZERO_MISSING_COLUMNS != 0 {
+        3
+    } else if header_flags & flags::NAN_LOW_COLUMNS != 0 {
+        1
+    } else {
+        0
+    };
+    n_features + n_ctr_features + columns * n_features
 }
 
 /// A CatBoost online CTR feature: the row's projection (its CTR_PARTS, hashed in order with

@@ -8,7 +8,7 @@
 
 use crate::artifact::layout::{node, CatSplit, CtrFeature, CtrPart, FeatureSpec, LinearLeaf, LinearTerm, Meta, Node, TreeSpec};
 use crate::artifact::layout::{MAX_CTR_ROW, VECTOR_OUTPUT, ZERO_THRESHOLD};
-use crate::artifact::layout::{aggregate, flags, link, STRINGS_FIXED};
+use crate::artifact::layout::{aggregate, flags, link, row_len, STRINGS_FIXED};
 use crate::artifact::{Link, SourceFormat, Task};
 use core::mem::MaybeUninit;
 
@@ -189,12 +189,12 @@ impl<'a> TreeEnsemble<'a> {
     }
 
     /// The feature a split on `split_feature` tests, numbered inputs then CTR features: a
-    /// NaN-low column (`layout::nan_low_start`) is its input.
+    /// column (`layout::nan_low_start`, `layout::zero_low_start`) is its input.
     pub fn tested_feature(&self, split_feature: u16) -> usize {
-        let low_start = self.n_features() + self.ctr_features.len();
+        let (nf, low_start) = (self.n_features(), self.n_features() + self.ctr_features.len());
         let f = split_feature as usize;
-        if self.flags & flags::NAN_LOW_COLUMNS != 0 && f >= low_start {
-            f - low_start
+        if self.flags & (flags::NAN_LOW_COLUMNS | flags::ZERO_MISSING_COLUMNS) != 0 && f >= low_start {
+            (f - low_start) % nf
         } else {
             f
         }
@@ -213,7 +213,7 @@ impl<'a> TreeEnsemble<'a> {
     /// Adds every tree's leaf value to `acc[tree.output]`.
     #[inline]
     fn accumulate(&self, x: &[f32], acc: &mut [f64]) {
-        if self.flags & (flags::HAS_CTRS | flags::NAN_LOW_COLUMNS) != 0 {
+        if self.flags & (flags::HAS_CTRS | flags::NAN_LOW_COLUMNS | flags::ZERO_MISSING_COLUMNS) != 0 {
             return self.accumulate_derived(x, acc);
         }
         self.walk_row(x, acc)
@@ -244,36 +244,48 @@ impl<'a> TreeEnsemble<'a> {
     }
 
     /// The derived row on the stack (validation bounds its length by `MAX_CTR_ROW`): the
-    /// inputs, the CTR features, then the NaN-low columns; then the walk over it. Two buffer
-    /// sizes, so that the common row does not pay for a 4 KiB frame (and its stack probe).
+    /// inputs, the CTR features, then the columns; then the walk over it. Two buffer sizes, so
+    /// that the common row does not pay for a 4 KiB frame (and its stack probe).
     #[inline(never)]
     fn accumulate_derived(&self, x: &[f32], acc: &mut [f64]) {
-        let low = if self.flags & flags::NAN_LOW_COLUMNS != 0 { self.n_features() } else { 0 };
-        let total = self.n_features() + self.ctr_features.len() + low;
+        let total = row_len(self.meta.n_features, self.ctr_features.len() as u32, self.flags) as usize;
         if total <= 128 {
-            self.walk_derived::<128>(x, total, low, acc)
+            self.walk_derived::<128>(x, total, acc)
         } else {
-            self.walk_derived::<{ MAX_CTR_ROW as usize }>(x, total, low, acc)
+            self.walk_derived::<{ MAX_CTR_ROW as usize }>(x, total, acc)
         }
     }
 
     #[inline(always)]
-    fn walk_derived<const N: usize>(&self, x: &[f32], total: usize, low: usize, acc: &mut [f64]) {
+    fn walk_derived<const N: usize>(&self, x: &[f32], total: usize, acc: &mut [f64]) {
         let nf = self.n_features();
         // Uninitialised, then written in full: zeroing the buffer per row would cost more
         // than the walk of a small model.
         let mut buf = [MaybeUninit::<f32>::uninit(); N];
         let (inputs, rest) = buf[..total].split_at_mut(nf);
         let (ctrs, columns) = rest.split_at_mut(self.ctr_features.len());
-        if low == 0 {
+        let low = |v: f32| if v.is_nan() { f32::NEG_INFINITY } else { v.max(-f32::MAX) };
+        // One pass writes each input and its columns (the compiler vectorises it).
+        if columns.is_empty() {
             for (dst, &v) in inputs.iter_mut().zip(x) {
                 dst.write(v);
             }
-        } else {
-            // One pass writes each input and its column (the compiler vectorises it).
+        } else if columns.len() == nf {
             for ((dst, column), &v) in inputs.iter_mut().zip(columns.iter_mut()).zip(x) {
                 dst.write(v);
-                column.write(if v.is_nan() { f32::NEG_INFINITY } else { v.max(-f32::MAX) });
+                column.write(low(v));
+            }
+        } else {
+            let (nan_low, zero) = columns.split_at_mut(nf);
+            let (zero_low, zero_high) = zero.split_at_mut(nf);
+            let lanes = inputs.iter_mut().zip(nan_low).zip(zero_low).zip(zero_high);
+            for ((((dst, nan_low), zero_low), zero_high), &v) in lanes.zip(x) {
+                // LightGBM's zero-as-missing: NaN and `|x| <= 1e-35` are missing.
+                let missing = v.is_nan() | (v.abs() <= ZERO_THRESHOLD);
+                dst.write(v);
+                nan_low.write(low(v));
+                zero_low.write(if missing { f32::NEG_INFINITY } else { v.max(-f32::MAX) });
+                zero_high.write(if missing { f32::INFINITY } else { v });
             }
         }
         for (dst, c) in ctrs.iter_mut().zip(self.ctr_features) {
@@ -282,7 +294,7 @@ impl<'a> TreeEnsemble<'a> {
             dst.write(ctr::value(c, parts, &self.ctr_keys[keys.clone()], &self.ctr_values[keys], x));
         }
         // SAFETY: the loops above wrote all `total` values: `x` has at least `nf` (checked in
-        // `with_outputs`), `columns` is empty or `nf` long, one CTR value each.
+        // `with_outputs`), `columns` is empty, `nf` or `3 * nf` long, one CTR value each.
         let row = unsafe { core::slice::from_raw_parts(buf.as_ptr().cast::<f32>(), total) };
         self.walk_derived_row(row, acc)
     }

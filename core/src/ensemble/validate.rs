@@ -166,13 +166,14 @@ fn validate(bytes: &[u8]) -> Result<Parts, E> {
         let ctr_keys: &[u64] = section(bytes, &entries[13], SectionKind::CtrKeys, count(13, 8))?;
         let ctr_values: &[f32] = section(bytes, &entries[14], SectionKind::CtrValues, ctr_keys.len() as u64)?;
         check_ctrs(&meta, ctrs, ctr_features, ctr_parts, ctr_keys, ctr_values)?;
-        let low_start = nan_low_start(meta.n_features, ctr_features.len() as u32);
-        let nan_low = header.flags & flags::NAN_LOW_COLUMNS != 0;
-        if nan_low && low_start as u64 + meta.n_features as u64 > MAX_CTR_ROW as u64 {
-            return Err(E::Meta("inputs, CTR features and NaN-low columns exceed the row limit"));
+        let n_ctr = ctr_features.len() as u32;
+        let columns = flags::NAN_LOW_COLUMNS | flags::ZERO_MISSING_COLUMNS;
+        // Splits may test the inputs, the CTR features and the columns, in that order
+        // (check_meta and check_ctrs bound both counts: the length fits a u32).
+        let split_features = row_len(meta.n_features, n_ctr, header.flags);
+        if header.flags & columns != 0 && split_features > MAX_CTR_ROW {
+            return Err(E::Meta("inputs, CTR features and derived columns exceed the row limit"));
         }
-        // Splits may test the inputs, the CTR features and the NaN-low columns, in that order.
-        let split_features = low_start + if nan_low { meta.n_features } else { 0 };
 
         for (i, f) in features.iter().enumerate() {
             let ok = match f.kind {
@@ -202,11 +203,14 @@ fn validate(bytes: &[u8]) -> Result<Parts, E> {
             }
         }
         let (used, n_walked) = check_trees(&meta, header.format_version, split_features, trees, nodes)?;
-        let (reads_nan_low, nan_walk) = nan_tests(nodes, meta.n_features, low_start);
+        let (low_start, zero_start) = (nan_low_start(meta.n_features, n_ctr), zero_low_start(meta.n_features, n_ctr));
+        let reads = |from: u32, to: u32| nodes.iter().any(|n| n.flags & node::LEAF == 0 && (from..to).contains(&(n.feature as u32)));
+        let nan_walk = nodes.iter().any(|n| n.sees_nan(meta.n_features));
         let used = used
             | if linear { flags::HAS_LINEAR_LEAVES } else { 0 }
             | if ctrs { flags::HAS_CTRS } else { 0 }
-            | if reads_nan_low { flags::NAN_LOW_COLUMNS } else { 0 };
+            | if reads(low_start, zero_start) { flags::NAN_LOW_COLUMNS } else { 0 }
+            | if reads(zero_start, u32::MAX) { flags::ZERO_MISSING_COLUMNS } else { 0 };
         if used & flags::RICH_LEAVES == flags::RICH_LEAVES {
             return Err(E::Meta("vector leaves and linear leaves in one model"));
         }
@@ -219,13 +223,6 @@ fn validate(bytes: &[u8]) -> Result<Parts, E> {
         let _ = strings;
         Ok(Parts { meta, flags: header.flags, checksum: header.checksum, n_walked, nan_walk, ranges: entries.map(|e| e.offset as usize..(e.offset + e.len) as usize) })
     }
-}
-
-/// Whether some split reads a NaN-low column (at or past `low_start`), and whether a row with
-/// a NaN input needs the NaN-aware walk ([`Node::sees_nan`]; leaves stay put either way).
-fn nan_tests(nodes: &[Node], n_features: u32, low_start: u32) -> (bool, bool) {
-    let reads_low = nodes.iter().any(|n| n.flags & node::LEAF == 0 && n.feature as u32 >= low_start);
-    (reads_low, nodes.iter().any(|n| n.sees_nan(n_features)))
 }
 
 /// The section table; a format-1 file's missing sections come back empty.
