@@ -367,17 +367,21 @@ pub fn write_for(model: &ModelIr, max_format: u32) -> Result<Vec<u8>, WriteError
     };
     let mut seeing = laid.iter().flat_map(|l| &l.s.nodes).filter(|n| sees_nan(n)).peekable();
     let zero_columns = laid.iter().flat_map(|l| &l.s.nodes).any(|n| sees_nan(n) && column_of(n).is_some_and(|c| c > 0));
-    let row = nan_low_start(n_inputs as u32, model.ctrs.len() as u32) as usize + n_inputs * if zero_columns { 3 } else { 1 };
+    let low_start = nan_low_start(n_inputs as u32, model.ctrs.len() as u32);
+    let row = low_start as usize + n_inputs * if zero_columns { 3 } else { 1 };
     let levels: u64 = laid.iter().map(|l| l.depth as u64).sum();
     let columns = max_format >= 4
         && row <= MAX_CTR_ROW as usize
         && levels >= 4 * n_inputs as u64
         && seeing.peek().is_some()
         && seeing.all(|n| column_of(n).is_some());
-    let low_start = nan_low_start(n_inputs as u32, model.ctrs.len() as u32);
     // Moves `n` to its column, if the model uses them; the header flag it then needs.
     let to_column = |n: &mut Node| -> u32 {
-        let Some(column) = columns.then(|| column_of(n)).flatten().filter(|_| sees_nan(n)) else { return 0 };
+        if !(columns && sees_nan(n)) {
+            return 0;
+        }
+        // `columns` holds: every test that sees NaN has a column.
+        let Some(column) = column_of(n) else { return 0 };
         n.feature += (low_start + column * n_inputs as u32) as u16;
         n.flags = (n.flags & !node::OP_MASK) | node::OP_LT;
         if column < 2 && f32::from_bits(n.payload) == f32::NEG_INFINITY {

@@ -358,8 +358,9 @@ impl<'a> TreeEnsemble<'a> {
         // deepest (an artifact ordered otherwise only checks at a less useful level).
         let leaves = group[0].end.saturating_sub(group[0].root).div_ceil(2).max(1);
         let check_at = (u32::BITS - (leaves - 1).leading_zeros()) + 1;
-        // One loop run twice (to the check, then on if needed): a closure or a method for the
-        // step, called from two loops, was left out of line by LLVM (one call per level).
+        // One loop run twice (to the check, then on if needed): a closure for the step, called
+        // from two loops, was left out of line by LLVM (one call per level), and an
+        // `#[inline(always)]` method cost 6 % more instructions on lgb_3class_t40_l5.
         let (mut level, mut stop) = (0, steps.min(check_at));
         loop {
             for _ in level..stop {
