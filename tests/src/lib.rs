@@ -2,6 +2,7 @@
 //! written by the real training library, the rows it was asked about (`rows.csv`) and its own
 //! answers (`expected.csv`, `expected_raw.csv`), all produced by `tests/gen_fixtures.py`.
 
+pub mod artifact_edit;
 pub mod filter_models;
 
 use anyhow::{Context, Result};

@@ -8,6 +8,7 @@ use edgescore_compile::ir::{self, FeatureDef, FeatureKind, ModelIr, Test, Tree};
 use edgescore_compile::write::write;
 use edgescore_core::artifact::layout::*;
 use edgescore_core::{ArtifactError, Model};
+use edgescore_tests::artifact_edit::{resealed, with_node};
 
 fn numeric(n: usize) -> Vec<FeatureDef> {
     (0..n).map(|i| FeatureDef { name: format!("f{i}"), kind: FeatureKind::Numeric }).collect()
@@ -149,28 +150,6 @@ fn columns_are_validated() {
         }
     }
     assert!(matches!(Model::load(&b), Err(ArtifactError::FlagsMismatch { .. })));
-}
-
-fn section(bytes: &[u8], kind: SectionKind) -> (usize, usize) {
-    let at = HEADER_LEN + (kind as usize - 1) * std::mem::size_of::<SectionEntry>();
-    let e: SectionEntry = bytemuck::pod_read_unaligned(&bytes[at..at + std::mem::size_of::<SectionEntry>()]);
-    (e.offset as usize, e.len as usize)
-}
-
-fn resealed(mut bytes: Vec<u8>) -> Vec<u8> {
-    let sum = edgescore_core::artifact::checksum(&bytes);
-    bytes[CHECKSUM_OFFSET..CHECKSUM_OFFSET + 8].copy_from_slice(&sum.to_le_bytes());
-    bytes
-}
-
-fn with_node(bytes: &[u8], i: usize, f: impl Fn(&mut Node)) -> Vec<u8> {
-    let mut b = bytes.to_vec();
-    let (off, _) = section(&b, SectionKind::Nodes);
-    let at = off + i * std::mem::size_of::<Node>();
-    let mut n: Node = bytemuck::pod_read_unaligned(&b[at..at + 12]);
-    f(&mut n);
-    b[at..at + 12].copy_from_slice(bytemuck::bytes_of(&n));
-    resealed(b)
 }
 
 #[test]
