@@ -4,23 +4,12 @@
 //! moved to a column and whichever kept their NaN test.
 
 use edgescore_compile::inspect;
-use edgescore_compile::ir::{self, FeatureDef, FeatureKind, ModelIr, Test, Tree};
+use edgescore_compile::ir::{self, FeatureKind, ModelIr, Test, Tree};
 use edgescore_compile::write::write;
 use edgescore_core::artifact::layout::*;
 use edgescore_core::{ArtifactError, Model};
 use edgescore_tests::artifact_edit::{resealed, with_node};
-
-fn numeric(n: usize) -> Vec<FeatureDef> {
-    (0..n).map(|i| FeatureDef { name: format!("f{i}"), kind: FeatureKind::Numeric }).collect()
-}
-
-fn split(feature: u32, test: Test, missing_yes: bool, yes: u32, no: u32) -> ir::Node {
-    ir::Node::Split { feature, test, missing_yes, yes, no }
-}
-
-fn leaf(value: f64) -> ir::Node {
-    ir::Node::Leaf { value }
-}
+use edgescore_tests::ir_build::{self, format_version, leaf, numeric, split};
 
 /// Comparisons only, NaN going either way, and `x < −∞` with NaN to the yes side (a test for
 /// "missing"): every test that must see NaN can move to a column. Its trees twice over: the
@@ -67,18 +56,7 @@ fn rows(n_features: usize) -> Vec<Vec<f32>> {
 }
 
 fn assert_matches_reference(m: &ModelIr, bytes: &[u8]) {
-    let model = Model::load(bytes).unwrap();
-    let e = model.ensemble();
-    let mut out = vec![0f64; e.n_outputs()];
-    for row in rows(m.features.len()) {
-        e.margins(&row, &mut out).unwrap();
-        // Leaf values are powers of two: every order of summing them is exact.
-        assert_eq!(out, m.margins(&row), "row {row:?}");
-    }
-}
-
-fn version(bytes: &[u8]) -> u32 {
-    u32::from_le_bytes(bytes[8..12].try_into().unwrap())
+    ir_build::assert_matches_reference(m, bytes, &rows(m.features.len()));
 }
 
 #[test]
@@ -87,7 +65,7 @@ fn missing_goes_yes_tests_read_columns_and_score_exactly() {
     let bytes = write(&m).unwrap();
     let e = Model::load(&bytes).unwrap();
     let e = e.ensemble();
-    assert_eq!(version(&bytes), 4);
+    assert_eq!(format_version(&bytes), 4);
     assert_ne!(e.header_flags() & flags::NAN_LOW_COLUMNS, 0);
     // Columns start after the three inputs. Tests whose NaN goes yes read a column (`x < −∞`
     // as `column < −f32::MAX`); the others read their input.
@@ -110,18 +88,18 @@ fn tests_that_must_see_nan_keep_the_inputs() {
     // NaN-aware walk, so the model is written without them, in the lowest format.
     let m = mixed_model();
     let bytes = write(&m).unwrap();
-    assert_eq!(version(&bytes), 1);
+    assert_eq!(format_version(&bytes), 1);
     assert_matches_reference(&m, &bytes);
     // So is a model with too few tree levels to repay the row of columns (7 levels, 3 inputs).
     let small = comparison_trees();
     let bytes = write(&small).unwrap();
-    assert_eq!(version(&bytes), 1);
+    assert_eq!(format_version(&bytes), 1);
     assert_matches_reference(&small, &bytes);
     // And `x < −f32::MAX` with NaN to the yes side: on a column, −∞ would pass it too.
     let mut edge = comparison_model();
     edge.trees.push(Tree { output: 0, nodes: vec![split(1, Test::Lt(-f32::MAX as f64), true, 1, 2), leaf(64.0), leaf(-64.0)] });
     let bytes = write(&edge).unwrap();
-    assert_eq!(version(&bytes), 1);
+    assert_eq!(format_version(&bytes), 1);
     assert_matches_reference(&edge, &bytes);
 }
 

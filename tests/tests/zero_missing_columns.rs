@@ -3,23 +3,12 @@
 //! model takes the walk without NaN or zero tests. The artifact must score every row exactly as
 //! the IR's reference reading does.
 
-use edgescore_compile::ir::{self, FeatureDef, FeatureKind, ModelIr, Test, Tree};
+use edgescore_compile::ir::{ModelIr, Test, Tree};
 use edgescore_compile::write::{write, write_for};
 use edgescore_core::artifact::layout::*;
 use edgescore_core::{ArtifactError, Model};
 use edgescore_tests::artifact_edit::{resealed, with_node};
-
-fn numeric(n: usize) -> Vec<FeatureDef> {
-    (0..n).map(|i| FeatureDef { name: format!("f{i}"), kind: FeatureKind::Numeric }).collect()
-}
-
-fn split(feature: u32, test: Test, missing_yes: bool, yes: u32, no: u32) -> ir::Node {
-    ir::Node::Split { feature, test, missing_yes, yes, no }
-}
-
-fn leaf(value: f64) -> ir::Node {
-    ir::Node::Leaf { value }
-}
+use edgescore_tests::ir_build::{self, format_version, leaf, numeric, split};
 
 /// LightGBM's zero-as-missing splits, missing going either way, thresholds around zero and the
 /// extremes, beside a plain comparison whose NaN goes yes (a NaN-low column). Leaf values are
@@ -75,24 +64,14 @@ fn rows() -> Vec<Vec<f32>> {
 }
 
 fn assert_matches_reference(m: &ModelIr, bytes: &[u8]) {
-    let model = Model::load(bytes).unwrap();
-    let e = model.ensemble();
-    let mut out = vec![0f64; e.n_outputs()];
-    for row in rows() {
-        e.margins(&row, &mut out).unwrap();
-        assert_eq!(out, m.margins(&row), "row {row:?}");
-    }
-}
-
-fn version(bytes: &[u8]) -> u32 {
-    u32::from_le_bytes(bytes[8..12].try_into().unwrap())
+    ir_build::assert_matches_reference(m, bytes, &rows());
 }
 
 #[test]
 fn zero_as_missing_tests_read_columns_and_score_exactly() {
     let m = zero_missing_model();
     let bytes = write(&m).unwrap();
-    assert_eq!(version(&bytes), 5);
+    assert_eq!(format_version(&bytes), 5);
     let model = Model::load(&bytes).unwrap();
     let e = model.ensemble();
     // No test is left that needs to see zero or NaN: the plain walk.
@@ -121,7 +100,7 @@ fn an_older_fleet_or_a_test_that_cannot_move_keeps_the_zero_tests() {
     // `compile --max-format 4`: no zero-as-missing columns, and so no NaN-low columns either
     // (the zero tests still see NaN).
     let bytes = write_for(&m, 4).unwrap();
-    assert_eq!(version(&bytes), 1);
+    assert_eq!(format_version(&bytes), 1);
     assert_ne!(Model::load(&bytes).unwrap().ensemble().header_flags() & flags::HAS_RARE_TESTS, 0);
     assert_matches_reference(&m, &bytes);
     // `x <= −f32::MAX` with missing to the yes side: on a column, −∞ (read as −f32::MAX)
@@ -129,13 +108,13 @@ fn an_older_fleet_or_a_test_that_cannot_move_keeps_the_zero_tests() {
     let mut edge = m.clone();
     edge.trees.push(Tree { output: 0, nodes: vec![split(0, Test::LeZeroAsMissing(f64::NEG_INFINITY), true, 1, 2), leaf(-1.0), leaf(1.0)] });
     let bytes = write(&edge).unwrap();
-    assert_eq!(version(&bytes), 1);
+    assert_eq!(format_version(&bytes), 1);
     assert_matches_reference(&edge, &bytes);
     // An equality test on an input sees NaN and has no column: the walk must test NaN anyway.
     let mut eq = m.clone();
     eq.trees.push(Tree { output: 0, nodes: vec![split(1, Test::Eq(0.5), false, 1, 2), leaf(-1.0), leaf(1.0)] });
     let bytes = write(&eq).unwrap();
-    assert_eq!(version(&bytes), 1);
+    assert_eq!(format_version(&bytes), 1);
     assert_matches_reference(&eq, &bytes);
 }
 
