@@ -76,8 +76,12 @@ envoy-yaml: venv
 
 # `make test` also builds the filter with a guest trap on demand (the cargo feature `test-trap`,
 # into target/test-wasm; never shipped) for tests/test_failure_policy.py.
+# The CLI comes from the workspace's test build: `cargo build -p edgescore-compile` alone resolves
+# other features (syn without visit-mut, hashbrown without serde), and every crate above them was
+# then built twice, ten minutes of a cold CI run. compile/'s integration tests make cargo build
+# target/debug/edgescore here.
 test: toolchain venv system-tools
-	$(CARGO) build -p edgescore-compile
+	$(CARGO) test --workspace --no-run
 	$(CARGO) build --profile wasm --target wasm32-wasip1 -p edgescore-filter
 	$(TRIM) $(WASM)
 	$(CARGO) build --profile wasm --target wasm32-wasip1 -p edgescore-filter --features test-trap --target-dir target/test-wasm
