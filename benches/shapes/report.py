@@ -2,7 +2,8 @@
 the README's results section.
 
 ratio = edgescore ns/row ÷ the peer's ns/row on the same cell and row set (< 1: edgescore is
-faster). "vs compiled" is against the faster of lleaves and tl2cgen (the compiled peers)."""
+faster). "vs compiled" is against the faster of lleaves and tl2cgen (the compiled peers), with
+the lowest and highest ratio of a single round beside the median."""
 
 from __future__ import annotations
 
@@ -50,11 +51,36 @@ def ratios(per_peer: dict) -> dict:
     if es and compiled:
         best, which = min(compiled)
         out["compiled"], out["compiled_peer"] = es / best, which
+        out["compiled_range"] = round_range(per_peer["edgescore"], per_peer[which])
     else:
-        out["compiled"], out["compiled_peer"] = None, None
+        out["compiled"], out["compiled_peer"], out["compiled_range"] = None, None, None
     w = per_peer.get("wasm")
     out["wasm_native"] = w.get("ratio") if w and w.get("status") == "ok" else None
     return out
+
+
+def round_range(ours: dict, peer: dict) -> tuple[float, float] | None:
+    """The lowest and highest ratio of one interleaved round (each round times both peers
+    back to back), or None with fewer than two rounds."""
+    pairs = list(zip(ours.get("runs_ns") or [], peer.get("runs_ns") or []))
+    if len(pairs) < 2:
+        return None
+    per_round = [a / b for a, b in pairs]
+    return min(per_round), max(per_round)
+
+
+def summary(cells: list[Cell], results: dict) -> str:
+    """How many cell/row-set pairs are at or under 1.0 of the faster compiled peer, and their median."""
+    vs = sorted(v for c in cells for rs in ROW_SETS if (v := ratios(results[c.name][rs])["compiled"]))
+    if not vs:
+        return "No cell has a compiled peer to compare with."
+    median = vs[len(vs) // 2] if len(vs) % 2 else (vs[len(vs) // 2 - 1] + vs[len(vs) // 2]) / 2
+    wasm = sorted(v for c in cells for rs in ROW_SETS if (v := ratios(results[c.name][rs])["wasm_native"]))
+    text = (f"{sum(v <= 1.0 for v in vs)} of {len(vs)} cell/row-set pairs at or under 1.0 of the faster "
+            f"compiled peer, median {median:.2f}, range {vs[0]:.2f}–{vs[-1]:.2f}")
+    if wasm:
+        text += f"; wasm ÷ native {wasm[0]:.2f}–{wasm[-1]:.2f}, {sum(v <= 1.3 for v in wasm)} of {len(wasm)} within 1.3"
+    return text + "."
 
 
 def _r(v: float | None) -> str:
@@ -70,7 +96,9 @@ def markdown(cells: list[Cell], results: dict) -> list[str]:
             per = results[cell.name][rs]
             r = ratios(per)
             es = ns(per.get("edgescore"))
-            comp = f"**{_r(r['compiled'])}** ({r['compiled_peer']})" if r["compiled"] else "–"
+            rr = r["compiled_range"]
+            spread = f", rounds {rr[0]:.2f}–{rr[1]:.2f}" if rr else ""
+            comp = f"**{_r(r['compiled'])}** ({r['compiled_peer']}{spread})" if r["compiled"] else "–"
             lines.append(f"| {cell.name} | {cell.library} | {cell.total_trees:,} | {shape(cell)} | {rs} | "
                          f"{'–' if es is None else f'{es:,.0f}'} | {comp} | "
                          + " | ".join(_r(r[p]) for p in RATIO_PEERS) + f" | {_r(r['wasm_native'])} |")

@@ -209,15 +209,14 @@ def main() -> int:
               f"x {N_ROWS} rows, {seconds:g} s per peer x {rounds} interleaved rounds (median), "
               f"{elapsed / 60:.1f} min wall")
     cmd = " ".join([".venv/bin/python -m benches.shapes.run", *sys.argv[1:]])
-    table = report.markdown(cells, {c: {rs: {k: v for k, v in results[c][rs].items() if k != "ratios"}
-                                         for rs in ROW_SETS} for c in results})
-    why = report.notes(cells, {c: {rs: {k: v for k, v in results[c][rs].items() if k != "ratios"}
-                                    for rs in ROW_SETS} for c in results})
-    text = "\n".join([f"`{cmd}`: {header}", "", *table, "", *(["Peers not reported:", "", *why] if why else [])])
+    plain = {c: {rs: {k: v for k, v in results[c][rs].items() if k != "ratios"} for rs in ROW_SETS} for c in results}
+    table = report.markdown(cells, plain)
+    why = report.notes(cells, plain)
+    text = "\n".join([f"`{cmd}`: {header}", "", report.summary(cells, plain), "", *table, "",
+                      *(["Peers not reported:", "", *why] if why else [])])
     print(text, flush=True)
     png = HERE / "heatmap.png" if a.write_readme else HERE / "build" / "heatmap.png"
-    report.heatmap(cells, {c: {rs: {k: v for k, v in results[c][rs].items() if k != "ratios"} for rs in ROW_SETS}
-                           for c in results}, png, f"edgescore ÷ faster compiled peer, {started:%Y-%m-%d}")
+    report.heatmap(cells, plain, png, f"edgescore ÷ faster compiled peer, {started:%Y-%m-%d}")
     log(f"wrote {png}")
     if a.write_readme:
         report.write_readme(HERE / "README.md", text + "\n\n![heat map](heatmap.png)\n")

@@ -148,7 +148,7 @@ fn numeric_models_with_missing_values_score_exactly() {
     };
     let m = ModelIr::binary_logistic("num", numeric(3), (0..11).map(|k| tree(k as f64 - 5.0, (1u64 << k) as f64)).collect());
     let bytes = write(&m).unwrap();
-    assert_eq!(u32::from_le_bytes(bytes[8..12].try_into().unwrap()), 4);
+    assert_eq!(format_version(&bytes), 4);
     assert_matches_reference(&m, &bytes);
 }
 
@@ -160,7 +160,7 @@ fn too_many_features_for_columns_keep_their_nan_tests() {
     assert!(2 * n > MAX_CTR_ROW as usize);
     let m = ModelIr::binary_logistic("wide", numeric(n), vec![Tree { output: 0, nodes: vec![split(599, Test::Lt(0.5), true, 1, 2), leaf(1.0), leaf(-1.0)] }]);
     let bytes = write(&m).unwrap();
-    assert_eq!(u32::from_le_bytes(bytes[8..12].try_into().unwrap()), 1);
+    assert_eq!(format_version(&bytes), 1);
     let model = Model::load(&bytes).unwrap();
     let mut out = [0f64];
     let mut row = vec![0.0f32; n];
@@ -187,7 +187,7 @@ fn an_older_fleet_gets_an_older_format() {
     // needs a newer format than asked for is refused with what needs it.
     let m = comparison_model();
     let bytes = edgescore_compile::write::write_for(&m, 3).unwrap();
-    assert_eq!(u32::from_le_bytes(bytes[8..12].try_into().unwrap()), 1);
+    assert_eq!(format_version(&bytes), 1);
     let e = Model::load(&bytes).unwrap();
     assert_eq!(e.ensemble().header_flags() & flags::NAN_LOW_COLUMNS, 0);
     assert_matches_reference(&m, &bytes);

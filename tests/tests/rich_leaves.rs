@@ -7,6 +7,7 @@ use edgescore_compile::write::write;
 use edgescore_core::artifact::checksum;
 use edgescore_core::artifact::layout::*;
 use edgescore_core::{ArtifactError, Model};
+use edgescore_tests::ir_build::format_version;
 
 fn features(n: usize) -> Vec<FeatureDef> {
     (0..n).map(|i| FeatureDef { name: format!("f{i}"), kind: FeatureKind::Numeric }).collect()
@@ -92,11 +93,10 @@ fn linear_leaves_fall_back_to_the_plain_value_on_nan() {
 
 #[test]
 fn lowest_format_version_that_holds_the_model() {
-    let version = |b: &[u8]| u32::from_le_bytes(b[8..12].try_into().unwrap());
     let plain = ModelIr::binary_logistic("p", features(1), vec![Tree { output: 0, nodes: vec![ir::Node::Leaf { value: 1.0 }] }]);
-    assert_eq!(version(&write(&plain).unwrap()), 1);
-    assert_eq!(version(&write(&vector_model()).unwrap()), 2);
-    assert_eq!(version(&write(&linear_model()).unwrap()), 2);
+    assert_eq!(format_version(&write(&plain).unwrap()), 1);
+    assert_eq!(format_version(&write(&vector_model()).unwrap()), 2);
+    assert_eq!(format_version(&write(&linear_model()).unwrap()), 2);
 }
 
 #[test]
@@ -244,5 +244,5 @@ fn membership_splits_need_format_2() {
         model.ensemble().margins(&[x], &mut out).unwrap();
         assert_eq!(out[0], want, "{x}");
     }
-    assert_eq!(u32::from_le_bytes(good[8..12].try_into().unwrap()), 2);
+    assert_eq!(format_version(&good), 2);
 }
