@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import re
+import statistics
 from pathlib import Path
 
 from .cells import Cell
@@ -74,10 +75,9 @@ def summary(cells: list[Cell], results: dict) -> str:
     vs = sorted(v for c in cells for rs in ROW_SETS if (v := ratios(results[c.name][rs])["compiled"]))
     if not vs:
         return "No cell has a compiled peer to compare with."
-    median = vs[len(vs) // 2] if len(vs) % 2 else (vs[len(vs) // 2 - 1] + vs[len(vs) // 2]) / 2
     wasm = sorted(v for c in cells for rs in ROW_SETS if (v := ratios(results[c.name][rs])["wasm_native"]))
     text = (f"{sum(v <= 1.0 for v in vs)} of {len(vs)} cell/row-set pairs at or under 1.0 of the faster "
-            f"compiled peer, median {median:.2f}, range {vs[0]:.2f}–{vs[-1]:.2f}")
+            f"compiled peer, median {statistics.median(vs):.2f}, range {vs[0]:.2f}–{vs[-1]:.2f}")
     if wasm:
         text += f"; wasm ÷ native {wasm[0]:.2f}–{wasm[-1]:.2f}, {sum(v <= 1.3 for v in wasm)} of {len(wasm)} within 1.3"
     return text + "."
