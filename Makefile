@@ -89,7 +89,7 @@ test: toolchain venv system-tools
 	$(MAKE) --no-print-directory models EDGESCORE_CLI=$(EDGESCORE_DEBUG)
 	python3 -m demo.registry --cli $(EDGESCORE_DEBUG)
 	$(CARGO) test --workspace
-	EDGESCORE_BIN=$(CURDIR)/$(EDGESCORE_DEBUG) EDGESCORE_REQUIRE_BUILD=1 $(PY) -m pytest -q tests
+	EDGESCORE_BIN=$(CURDIR)/$(EDGESCORE_DEBUG) EDGESCORE_REQUIRE_BUILD=1 $(PY) -m pytest -q tests benches/shapes/test_report.py
 
 # docs/images/model-report.png (README.md, `edgescore inspect --html`): the bot model's report on
 # synthetic traffic, rendered by headless Chromium.
