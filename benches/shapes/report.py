@@ -72,10 +72,11 @@ def round_range(ours: dict, peer: dict) -> tuple[float, float] | None:
 
 def summary(cells: list[Cell], results: dict) -> str:
     """How many cell/row-set pairs are at or under 1.0 of the faster compiled peer, and their median."""
-    vs = sorted(v for c in cells for rs in ROW_SETS if (v := ratios(results[c.name][rs])["compiled"]))
+    every = [ratios(results[c.name][rs]) for c in cells for rs in ROW_SETS]
+    vs = sorted(r["compiled"] for r in every if r["compiled"])
     if not vs:
         return "No cell has a compiled peer to compare with."
-    wasm = sorted(v for c in cells for rs in ROW_SETS if (v := ratios(results[c.name][rs])["wasm_native"]))
+    wasm = sorted(r["wasm_native"] for r in every if r["wasm_native"])
     text = (f"{sum(v <= 1.0 for v in vs)} of {len(vs)} cell/row-set pairs at or under 1.0 of the faster "
             f"compiled peer, median {statistics.median(vs):.2f}, range {vs[0]:.2f}–{vs[-1]:.2f}")
     if wasm:

@@ -2,6 +2,7 @@
 //! against the IR's own reference reading, for the tests of one writer rule at a time.
 
 use edgescore_compile::ir::{FeatureDef, FeatureKind, ModelIr, Node, Test};
+use edgescore_core::artifact::layout::{Header, HEADER_LEN};
 use edgescore_core::Model;
 
 /// `n` numeric features named `f0`, `f1`, ….
@@ -19,7 +20,7 @@ pub fn leaf(value: f64) -> Node {
 
 /// The artifact's format version, from its header.
 pub fn format_version(bytes: &[u8]) -> u32 {
-    u32::from_le_bytes(bytes[8..12].try_into().unwrap())
+    bytemuck::pod_read_unaligned::<Header>(&bytes[..HEADER_LEN]).format_version
 }
 
 /// The artifact scores every row exactly as the IR's reference reading does. Exact equality
