@@ -1,7 +1,9 @@
 //! The lockstep walk of leaf-wise trees: a group of trees deeper than their leaf count needs
-//! checks once, partway down, whether every tree has reached its leaf, and stops there if so
-//! (`TreeEnsemble::walk_group`). Rows that stop early, rows that go on, and rows where only
-//! some trees of a group are done must all score exactly as the IR's reference reading.
+//! checks partway down whether every tree has reached its leaf, and stops there if so, else
+//! checks again 2, 4, ... levels further (`TreeEnsemble::walk_group`; the spines below, 2 to
+//! 14 deep, stop at every one of those checks). Rows that stop early, rows that go on, and rows where only
+//! some trees of a group are done must all score exactly as the IR's reference reading. The
+//! trees past the last full group are walked in groups of 4, 2 and 1: every count of them too.
 
 use edgescore_compile::ir::{self, FeatureDef, FeatureKind, ModelIr, Test, Tree};
 use edgescore_compile::write::write;
@@ -61,6 +63,14 @@ fn assert_scores_as_reference(m: &ModelIr) {
 #[test]
 fn spines_score_exactly_whether_the_group_stops_early_or_not() {
     for n_trees in [8, 19, 40] {
+        assert_scores_as_reference(&spines(n_trees, 1));
+    }
+}
+
+#[test]
+fn every_count_of_trees_past_the_last_full_group_scores_exactly() {
+    // 1 to 7 trees alone, then 8 plus each remainder (4, 2 and 1 in every combination).
+    for n_trees in 1..=15 {
         assert_scores_as_reference(&spines(n_trees, 1));
     }
 }
