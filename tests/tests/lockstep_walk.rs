@@ -1,9 +1,10 @@
 //! The lockstep walk of leaf-wise trees: a group of trees deeper than their leaf count needs
 //! checks partway down whether every tree has reached its leaf, and stops there if so, else
-//! checks again 2, 4, ... levels further (`TreeEnsemble::walk_group`; the spines below, 2 to
-//! 14 deep, stop at every one of those checks). Rows that stop early, rows that go on, and rows where only
-//! some trees of a group are done must all score exactly as the IR's reference reading. The
-//! trees past the last full group are walked in groups of 4, 2 and 1: every count of them too.
+//! checks again 2, 4, ... levels further (`TreeEnsemble::walk_group`; the rows below end the
+//! spines, 2 to 14 deep, before, at and between those checks). Rows that stop early, rows that
+//! go on, and rows where only some trees of a group are done must all score exactly as the
+//! IR's reference reading. The trees past the last full group are walked in groups of 4, 2
+//! and 1: every count of them too.
 
 use edgescore_compile::ir::{self, FeatureDef, FeatureKind, ModelIr, Test, Tree};
 use edgescore_compile::write::write;

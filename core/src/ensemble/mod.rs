@@ -365,7 +365,7 @@ impl<'a> TreeEnsemble<'a> {
     /// reached its leaf, as they all have when rows go down short paths; if not, checks again
     /// 2, 4, 8 ... levels further on. Few checks, not one per level: a check per level cost
     /// 12-30 % more instructions and 4-5x the branch mispredictions on rows that go anywhere
-    /// (callgrind, benches/shapes). The widening checks (after one check only) cut 1-10 % of
+    /// (callgrind, benches/shapes). The widening checks (after one check only) cut 1-11 % of
     /// the instructions of leaf-wise cells (lgb_l63_t300: 9 % and 11 %).
     #[inline(always)]
     fn walk_group<const CAT: bool, const RARE: bool, const NAN: bool, const N: usize>(&self, group: &[TreeSpec], x: &[f32]) -> [u32; N] {
