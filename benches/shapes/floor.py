@@ -1,6 +1,9 @@
 """Where edgescore's time goes against compiled code, in counts: per scored row, callgrind's
 instructions, conditional branches, simulated branch mispredictions and L1 data misses of the
 scoring function, for edgescore (`peer-native`), tl2cgen and lleaves on the cached cells.
+With `--wasm`, also the evaluator in wasmtime against the same loop natively, in one
+`shape-wasm` process (`native_passes` and `wasm_passes`, Cranelift's code counted as it runs):
+where the wasm/native ratio comes from.
 
 Counts are repeatable on a noisy machine, unlike times. The branch predictor and caches are
 callgrind's simulations (a 2-bit-counter predictor, no global history), not the CPU's: they
@@ -8,6 +11,7 @@ rank the peers' branch behaviour, they do not give its cost. Cells and peers mus
 built by run.py first.
 
     .venv/bin/python -m benches.shapes.floor --cells xgb_d6_t10,lgb_defaults_t100
+    .venv/bin/python -m benches.shapes.floor --cells xgb_d6_t10 --wasm --no-lleaves
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from pathlib import Path
 
 from . import train
 from .cells import select
-from .peers import edgescore, lleaves, tl2cgen
+from .peers import edgescore, lleaves, tl2cgen, wasm
 from .peers.harness import ROOT
 from .rows import N_ROWS, ROW_SETS
 
@@ -34,21 +38,30 @@ FUNCTION = {"edgescore": ("TreeEnsemble::score ", "TreeEnsemble::with_outputs ")
             "lleaves": ("forest_root",)}
 
 
-def counts(cmd: list, functions: tuple[str, ...], calls: int, env: dict | None = None) -> dict:
-    """Per-call inclusive counts of the first of `functions` in one callgrind run of `cmd`."""
+def profile(cmd: list, env: dict | None = None) -> str:
+    """callgrind_annotate's inclusive listing of one callgrind run of `cmd`."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "cg.out"
         subprocess.run(["valgrind", "--tool=callgrind", "--branch-sim=yes", "--cache-sim=yes",
                         f"--callgrind-out-file={out}", *map(str, cmd)],
                        check=True, capture_output=True, env=env)
-        text = subprocess.run(["callgrind_annotate", "--inclusive=yes", f"--show={','.join(EVENTS)}", str(out)],
+        return subprocess.run(["callgrind_annotate", "--inclusive=yes", "--threshold=100", f"--show={','.join(EVENTS)}", str(out)],
                               check=True, capture_output=True, text=True).stdout
+
+
+def counts(cmd: list, functions: tuple[str, ...], calls: int, env: dict | None = None) -> dict:
+    """Per-call inclusive counts of the first of `functions` in one callgrind run of `cmd`."""
+    return per_call(profile(cmd, env), functions, calls, cmd[0])
+
+
+def per_call(text: str, functions: tuple[str, ...], calls: int, program) -> dict:
+    """The inclusive counts of the first of `functions` in `text`, divided by `calls`."""
     for function in functions:
         for line in text.splitlines():
             if function in line and "[" in line:
                 values = [int(v.replace(",", "")) for v in re.findall(r"([\d,]+) \(", line)]
                 return {e: v / calls for e, v in zip(EVENTS, values)}
-    raise RuntimeError(f"none of {functions} in the profile of {cmd[0]}")
+    raise RuntimeError(f"none of {functions} in the profile of {program}")
 
 
 # The bench builds the C peers with `-march=native`; valgrind stops at AVX-512 (SIGILL), so
@@ -81,6 +94,8 @@ def main() -> int:
     ap.add_argument("--json", type=Path, help="write the counts here")
     ap.add_argument("--peer-native", type=Path, default=edgescore.PEER_NATIVE, help="the edgescore build to count")
     ap.add_argument("--no-lleaves", action="store_true", help="skip lleaves (compiled here for AVX2: minutes per model)")
+    ap.add_argument("--wasm", action="store_true", help="also count shape-wasm's native and wasm passes")
+    ap.add_argument("--guest", type=Path, default=wasm.GUEST, help="the score guest to count with --wasm")
     a = ap.parse_args()
     rows_out = []
     with tempfile.TemporaryDirectory(prefix="floor-") as scratch:
@@ -109,12 +124,20 @@ def count_cell(cell, scratch: Path, a) -> list[dict]:
         # peer-native: a warm-up pass and one timed pass; the C harnesses likewise with a
         # budget too small for a second pass.
         found = {"edgescore": counts([a.peer_native, d / t["model"], d / f"{rs}.csv"], FUNCTION["edgescore"], 2 * N_ROWS, env)}
+        if a.wasm:
+            # The JIT compile runs under valgrind too (a minute for a large model); only the
+            # two pass functions are counted.
+            text = profile([wasm.RUNNER, edgescore.compile_artifact(d, d / t["model"]), a.guest, d / f"{rs}.csv", 0], env)
+            found["native"] = per_call(text, ("shape_wasm::native_passes",), N_ROWS, wasm.RUNNER)
+            found["wasm"] = per_call(text, ("shape_wasm::wasm_passes",), N_ROWS, wasm.RUNNER)
         for peer, exe in builds.items():
             extra = [t["outputs"]] if peer == "lleaves" else []
             found[peer] = counts([exe, d / f"{rs}.f32", t["features"], "1e-9", 0, *extra], FUNCTION[peer], 2 * N_ROWS)
         for peer, c in found.items():
             rows_out.append({"cell": cell.name, "rows": rs, "peer": peer, **c})
             print(f"{cell.name:22} {rs:8} {peer:10} " + "  ".join(f"{e} {c[e]:>9,.1f}" for e in EVENTS), flush=True)
+        if a.wasm:
+            print(f"{cell.name:22} {rs:8} wasm ÷ native (instructions) {found['wasm']['Ir'] / found['native']['Ir']:.2f}", flush=True)
     return rows_out
 
 

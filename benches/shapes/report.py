@@ -3,7 +3,8 @@ the README's results section.
 
 ratio = edgescore ns/row ÷ the peer's ns/row on the same cell and row set (< 1: edgescore is
 faster). "vs compiled" is against the faster of lleaves and tl2cgen (the compiled peers), with
-the lowest and highest ratio of a single round beside the median."""
+the lowest and highest ratio of a single round beside the median. "wasm ÷ native" and "V8 ÷
+native" are the evaluator's own ns/row in wasmtime and in V8 over its native ns/row."""
 
 from __future__ import annotations
 
@@ -57,6 +58,8 @@ def ratios(per_peer: dict) -> dict:
         out["compiled"], out["compiled_peer"], out["compiled_range"] = None, None, None
     w = per_peer.get("wasm")
     out["wasm_native"] = w.get("ratio") if w and w.get("status") == "ok" else None
+    v8 = ns(per_peer.get("v8"))
+    out["v8_native"] = v8 / es if v8 and es else None
     return out
 
 
@@ -76,11 +79,13 @@ def summary(cells: list[Cell], results: dict) -> str:
     vs = sorted(r["compiled"] for r in every if r["compiled"])
     if not vs:
         return "No cell has a compiled peer to compare with."
-    wasm = sorted(r["wasm_native"] for r in every if r["wasm_native"])
     text = (f"{sum(v <= 1.0 for v in vs)} of {len(vs)} cell/row-set pairs at or under 1.0 of the faster "
             f"compiled peer, median {statistics.median(vs):.2f}, range {vs[0]:.2f}–{vs[-1]:.2f}")
-    if wasm:
-        text += f"; wasm ÷ native {wasm[0]:.2f}–{wasm[-1]:.2f}, {sum(v <= 1.3 for v in wasm)} of {len(wasm)} within 1.3"
+    for key, engine in (("wasm_native", "wasm"), ("v8_native", "V8")):
+        within = sorted(r[key] for r in every if r[key])
+        if within:
+            text += (f"; {engine} ÷ native {within[0]:.2f}–{within[-1]:.2f}, "
+                     f"{sum(v <= 1.3 for v in within)} of {len(within)} within 1.3")
     return text + "."
 
 
@@ -90,8 +95,8 @@ def _r(v: float | None) -> str:
 
 def markdown(cells: list[Cell], results: dict) -> list[str]:
     lines = [("| cell | library | trees | shape | rows | edgescore ns/row | ÷ compiled (which) | ÷ tl2cgen "
-              "| ÷ lleaves | ÷ LGBM C API | ÷ XGB C API | ÷ ORT (Python) | wasm ÷ native |"),
-             "|---|---|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+              "| ÷ lleaves | ÷ LGBM C API | ÷ XGB C API | ÷ ORT (Python) | wasm ÷ native | V8 ÷ native |"),
+             "|---|---|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for cell in cells:
         for rs in ROW_SETS:
             per = results[cell.name][rs]
@@ -102,7 +107,7 @@ def markdown(cells: list[Cell], results: dict) -> list[str]:
             comp = f"**{_r(r['compiled'])}** ({r['compiled_peer']}{spread})" if r["compiled"] else "–"
             lines.append(f"| {cell.name} | {cell.library} | {cell.total_trees:,} | {shape(cell)} | {rs} | "
                          f"{'–' if es is None else f'{es:,.0f}'} | {comp} | "
-                         + " | ".join(_r(r[p]) for p in RATIO_PEERS) + f" | {_r(r['wasm_native'])} |")
+                         + " | ".join(_r(r[p]) for p in RATIO_PEERS) + f" | {_r(r['wasm_native'])} | {_r(r['v8_native'])} |")
     return lines
 
 

@@ -6,10 +6,11 @@ applies (cached), check that each peer gives the library's predictions on every 
 disagrees by more than 1e-5 is not timed), then time them single-row, single-thread, in native
 loops, in interleaved rounds (round 1: every peer of cell 1 on both row sets, then cell 2 ...;
 round 2 again ...). Reports the median ns/row per peer, the ratios edgescore ÷ peer, and the
-wasm/native ratio of edgescore's evaluator (benches/score_guest in wasmtime).
+wasm/native and V8/native ratios of edgescore's evaluator (benches/score_guest in wasmtime and
+in Node.js).
 
 Usage: .venv/bin/python -m benches.shapes.run [--quick | --medium | --cells a,b] [--seconds 1]
-         [--rounds 3] [--no-lleaves] [--no-wasm] [--skip peer,peer] [--rebuild] [--json PATH]
+         [--rounds 3] [--no-lleaves] [--no-wasm] [--no-v8] [--skip peer,peer] [--rebuild] [--json PATH]
          [--write-readme] [--list]
 """
 
@@ -41,6 +42,7 @@ from .peers import (
     lleaves,
     onnxruntime,
     tl2cgen,
+    v8,
     wasm,
     xgboost_capi,
 )
@@ -110,6 +112,7 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, help="interleaved rounds; the median is reported (default 3, quick 2)")
     ap.add_argument("--no-lleaves", action="store_true", help="skip lleaves (its LLVM compile takes minutes per model)")
     ap.add_argument("--no-wasm", action="store_true", help="skip the wasm/native measurement")
+    ap.add_argument("--no-v8", action="store_true", help="skip the V8/native measurement (Node.js)")
     ap.add_argument("--skip", default="", help="comma-separated peers to skip")
     ap.add_argument("--rebuild", action="store_true", help="retrain and rebuild everything cached in build/")
     ap.add_argument("--json", type=Path, default=HERE / "build" / "last_run.json")
@@ -129,11 +132,12 @@ def main() -> int:
     skip = {s for s in a.skip.split(",") if s} | ({"lleaves"} if (a.no_lleaves or a.quick) else set())
     peers = [m for m in PEERS if m.KEY not in skip]
     with_wasm = not a.no_wasm and "wasm" not in skip
+    with_v8 = not a.no_v8 and "v8" not in skip
     started = _dt.datetime.now().astimezone()
     t_start = time.monotonic()
     load_before = os.getloadavg()
     (HERE / "build").mkdir(exist_ok=True)
-    ensure_binaries(with_wasm)
+    ensure_binaries(with_wasm or with_v8)
 
     # 1. models and rows; 2. peers built; 3. every peer checked against the library -- all before
     # any timing, so builds never share the machine with a measurement.
@@ -168,6 +172,19 @@ def main() -> int:
             prepared[cell.name]["wasm"] = wasm.prepare(cell, t, es.esm)
             for rs in ROW_SETS:
                 results[cell.name][rs]["wasm"] = {"status": "ok", "reason": "", "runs_ns": [], "runs_native_ns": []}
+        if with_v8 and es:
+            # Checked against the library like a peer: V8 runs the same guest, not the same code.
+            try:
+                p = v8.prepare(cell, t, es.esm)
+                status, reason, diffs = check(p, t)
+            except NotApplicable as e:
+                p, status, reason, diffs = None, "n/a", str(e), {}
+            log(f"  v8: {status} {reason}")
+            for rs in ROW_SETS:
+                results[cell.name][rs]["v8"] = {"status": status, "reason": reason, "max_abs_diff": diffs.get(rs),
+                                                "runs_ns": []}
+            if status == "ok":
+                prepared[cell.name]["v8"] = p
 
     # 4. interleaved rounds
     for rnd in range(rounds):

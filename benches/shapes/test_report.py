@@ -38,3 +38,19 @@ def test_summary_counts_pairs_at_or_under_one_and_their_median() -> None:
     assert "median 0.75, range 0.20–3.00" in text
     lines = report.markdown(cells, results)
     assert "| xgb_d6_t10 | xgboost | 10 |" in lines[2] and "**1.00** (tl2cgen)" in lines[2]
+
+
+def test_wasm_and_v8_are_each_over_native_and_counted_against_1_3() -> None:
+    cells = select(["xgb_d6_t10"])
+    between, skewed = timed([100], [100]), timed([200], [100])
+    between["wasm"] = {"status": "ok", "ratio": 1.25}
+    between["v8"] = {"status": "ok", "runs_ns": [120.0], "ns_per_row": 120.0}
+    skewed["v8"] = {"status": "ok", "runs_ns": [300.0], "ns_per_row": 300.0}
+    results = {"xgb_d6_t10": {"between": between, "skewed": skewed}}
+    assert report.ratios(between)["v8_native"] == 1.2
+    assert report.ratios(skewed)["v8_native"] == 1.5
+    text = report.summary(cells, results)
+    assert "; wasm ÷ native 1.25–1.25, 1 of 1 within 1.3" in text
+    assert "; V8 ÷ native 1.20–1.50, 1 of 2 within 1.3." in text
+    lines = report.markdown(cells, results)
+    assert lines[2].endswith("| 1.25 | 1.20 |") and lines[3].endswith("| – | 1.50 |")

@@ -10,6 +10,8 @@
 //!
 //! First every row's outputs are compared between wasm and native (they must be equal), then
 //! native and wasm are each timed for SECONDS (warm-up pass first). Output: one JSON line.
+//! `EDGESCORE_PASSES=N` runs exactly N passes of each instead (no warm-up), in the functions
+//! `native_passes` and `wasm_passes`, for per-row counts under callgrind (benches/shapes/floor.py).
 
 use anyhow::{ensure, Context, Result};
 use edgescore_core::Model;
@@ -78,6 +80,29 @@ fn time_passes(rows: usize, budget: Duration, mut pass: impl FnMut() -> Result<f
     Ok((start.elapsed().as_nanos() as f64 / calls as f64, calls))
 }
 
+/// `passes` passes over the rows natively: the sum of the first outputs.
+#[inline(never)]
+fn native_passes(e: &edgescore_core::TreeEnsemble, rows: &[Vec<f32>], out: &mut [f32], passes: u64) -> Result<f64> {
+    let mut sink = 0f64;
+    for _ in 0..passes {
+        for row in rows {
+            e.score(black_box(row), out)?;
+            sink += out[0] as f64;
+        }
+    }
+    Ok(sink)
+}
+
+/// `passes` passes over the rows in the guest, one export call per pass.
+#[inline(never)]
+fn wasm_passes(guest: &mut Guest, passes: u64) -> Result<f64> {
+    let mut sink = 0f64;
+    for _ in 0..passes {
+        sink += guest.score.call(&mut guest.store, 1)?;
+    }
+    Ok(sink)
+}
+
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().collect();
     ensure!(args.len() >= 4, "usage: shape-wasm MODEL.esm GUEST.wasm ROWS.csv [SECONDS]");
@@ -100,17 +125,15 @@ fn main() -> Result<()> {
         }
     }
 
+    if let Some(passes) = std::env::var("EDGESCORE_PASSES").ok().and_then(|p| p.parse::<u64>().ok()) {
+        let sink = native_passes(&e, &rows, &mut out, passes)? + wasm_passes(&mut guest, passes)?;
+        ensure!(black_box(sink).is_finite(), "scoring failed");
+        println!("{{\"peer\": \"shape-wasm\", \"passes\": {passes}, \"rows\": {}}}", rows.len());
+        return Ok(());
+    }
     let budget = Duration::from_secs_f64(seconds);
-    let (native_ns, native_calls) = time_passes(rows.len(), budget, || {
-        let mut sink = 0f64;
-        for row in &rows {
-            e.score(black_box(row), &mut out)?;
-            sink += out[0] as f64;
-        }
-        Ok(sink)
-    })?;
-    let Guest { store, score, .. } = &mut guest;
-    let (wasm_ns, wasm_calls) = time_passes(rows.len(), budget, || Ok(score.call(&mut *store, 1)?))?;
+    let (native_ns, native_calls) = time_passes(rows.len(), budget, || native_passes(&e, &rows, &mut out, 1))?;
+    let (wasm_ns, wasm_calls) = time_passes(rows.len(), budget, || wasm_passes(&mut guest, 1))?;
     println!(
         "{{\"peer\": \"shape-wasm\", \"native_ns_per_row\": {native_ns:.1}, \"wasm_ns_per_row\": {wasm_ns:.1}, \
          \"native_calls\": {native_calls}, \"wasm_calls\": {wasm_calls}, \"max_abs_diff\": {max_diff:e}}}"
