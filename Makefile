@@ -126,7 +126,8 @@ bench-peers: toolchain venv
 	$(CARGO) build --release -p edgescore-benches --bin peer-native --features peer-native
 	$(PY) -m benches.peers.run
 # The shape matrix (benches/shapes/README.md): edgescore vs tl2cgen, lleaves, the LightGBM and
-# XGBoost C APIs and ONNX Runtime on ~33 model shapes, plus the evaluator's wasm/native ratio.
+# XGBoost C APIs and ONNX Runtime on ~33 model shapes, plus the evaluator's wasm/native (wasmtime)
+# and V8/native (Node.js, when `node` is on PATH) ratios.
 # The first full run trains every model and compiles every peer (lleaves: hours; SHAPES_ARGS=
 # "--no-lleaves" skips it); later runs reuse benches/shapes/build/. `SHAPES_ARGS="--quick"` for a
 # smoke test.

@@ -11,7 +11,7 @@ rank the peers' branch behaviour, they do not give its cost. Cells and peers mus
 built by run.py first.
 
     .venv/bin/python -m benches.shapes.floor --cells xgb_d6_t10,lgb_defaults_t100
-    .venv/bin/python -m benches.shapes.floor --cells xgb_d6_t10 --wasm --no-lleaves
+    .venv/bin/python -m benches.shapes.floor --cells xgb_d6_t10,cb_d6_t300 --wasm --no-compiled
 """
 
 from __future__ import annotations
@@ -94,6 +94,7 @@ def main() -> int:
     ap.add_argument("--json", type=Path, help="write the counts here")
     ap.add_argument("--peer-native", type=Path, default=edgescore.PEER_NATIVE, help="the edgescore build to count")
     ap.add_argument("--no-lleaves", action="store_true", help="skip lleaves (compiled here for AVX2: minutes per model)")
+    ap.add_argument("--no-compiled", action="store_true", help="skip tl2cgen and lleaves (with --wasm: edgescore only)")
     ap.add_argument("--wasm", action="store_true", help="also count shape-wasm's native and wasm passes")
     ap.add_argument("--guest", type=Path, default=wasm.GUEST, help="the score guest to count with --wasm")
     a = ap.parse_args()
@@ -115,9 +116,9 @@ def count_cell(cell, scratch: Path, a) -> list[dict]:
     d = Path(t["dir"])
     builds = {}
     scratch.mkdir(parents=True)
-    if tl2cgen.applies(cell):
+    if tl2cgen.applies(cell) and not a.no_compiled:
         builds["tl2cgen"] = tl2cgen_for_valgrind(Path(tl2cgen.build(cell, t, False)["dir"]), scratch)
-    if lleaves.applies(cell) and not a.no_lleaves:
+    if lleaves.applies(cell) and not (a.no_lleaves or a.no_compiled):
         builds["lleaves"] = lleaves_for_valgrind(d / t["model"], scratch)
     for rs in ROW_SETS:
         env = {"EDGESCORE_PASSES": "1", "PATH": "/usr/bin:/bin"}

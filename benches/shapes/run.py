@@ -10,8 +10,8 @@ wasm/native and V8/native ratios of edgescore's evaluator (benches/score_guest i
 in Node.js).
 
 Usage: .venv/bin/python -m benches.shapes.run [--quick | --medium | --cells a,b] [--seconds 1]
-         [--rounds 3] [--no-lleaves] [--no-wasm] [--no-v8] [--skip peer,peer] [--rebuild] [--json PATH]
-         [--write-readme] [--list]
+         [--rounds 3] [--no-lleaves | --cached-lleaves] [--no-wasm] [--no-v8] [--skip peer,peer] [--rebuild]
+         [--json PATH] [--write-readme] [--list] [--report RUN.json]
 """
 
 from __future__ import annotations
@@ -111,6 +111,8 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, help="time budget per peer per row set per round (default 1, quick 0.2)")
     ap.add_argument("--rounds", type=int, help="interleaved rounds; the median is reported (default 3, quick 2)")
     ap.add_argument("--no-lleaves", action="store_true", help="skip lleaves (its LLVM compile takes minutes per model)")
+    ap.add_argument("--cached-lleaves", action="store_true",
+                    help="lleaves only on cells whose compiled model is cached (no LLVM compile in this run)")
     ap.add_argument("--no-wasm", action="store_true", help="skip the wasm/native measurement")
     ap.add_argument("--no-v8", action="store_true", help="skip the V8/native measurement (Node.js)")
     ap.add_argument("--skip", default="", help="comma-separated peers to skip")
@@ -119,8 +121,12 @@ def main() -> int:
     ap.add_argument("--write-readme", action="store_true",
                     help="write the results section of benches/shapes/README.md and benches/shapes/heatmap.png")
     ap.add_argument("--list", action="store_true", help="list the cells and exit")
+    ap.add_argument("--report", type=Path, help="render a saved run's JSON again (with --write-readme: into the README)")
     a = ap.parse_args()
 
+    if a.report:
+        render(json.loads(a.report.read_text()), a.write_readme)
+        return 0
     if a.list:
         for c in CELLS:
             print(f"{c.name:28} {c.library:10} {c.total_trees:>6} trees  {report.shape(c):28} axis: {c.axis}")
@@ -150,6 +156,10 @@ def main() -> int:
         t = trained[cell.name]
         for m in peers:
             if not m.applies(cell):
+                continue
+            if m is lleaves and a.cached_lleaves and not a.rebuild and not lleaves.cached(cell, t):
+                for rs in ROW_SETS:
+                    results[cell.name][rs][m.KEY] = {"status": "n/a", "reason": "not compiled yet (--cached-lleaves)"}
                 continue
             log(f"{cell.name}: building {m.KEY} ...")
             t0 = time.monotonic()
@@ -220,35 +230,41 @@ def main() -> int:
 
     # 5. report
     elapsed = time.monotonic() - t_start
-    load_after = os.getloadavg()
-    header = (f"{started:%Y-%m-%d %H:%M %Z}, {platform.node()} ({os.cpu_count()} CPUs, load average "
-              f"{load_before[0]:.1f} before, {load_after[0]:.1f} after), {len(cells)} cells x {len(ROW_SETS)} row sets "
-              f"x {N_ROWS} rows, {seconds:g} s per peer x {rounds} interleaved rounds (median), "
-              f"{elapsed / 60:.1f} min wall")
     cmd = " ".join([".venv/bin/python -m benches.shapes.run", *sys.argv[1:]])
-    plain = {c: {rs: {k: v for k, v in results[c][rs].items() if k != "ratios"} for rs in ROW_SETS} for c in results}
-    table = report.markdown(cells, plain)
-    why = report.notes(cells, plain)
-    text = "\n".join([f"`{cmd}`: {header}", "", report.summary(cells, plain), "", *table, "",
-                      *(["Peers not reported:", "", *why] if why else [])])
-    print(text, flush=True)
-    png = HERE / "heatmap.png" if a.write_readme else HERE / "build" / "heatmap.png"
-    report.heatmap(cells, plain, png, f"edgescore ÷ faster compiled peer, {started:%Y-%m-%d}")
-    log(f"wrote {png}")
-    if a.write_readme:
-        report.write_readme(HERE / "README.md", text + "\n\n![heat map](heatmap.png)\n")
-        log(f"wrote {HERE / 'README.md'}")
     doc = {"date": started.isoformat(timespec="seconds"), "host": platform.node(), "cpus": os.cpu_count(),
            "command": cmd, "seconds": seconds, "rounds": rounds, "rows": N_ROWS, "tolerance": TOLERANCE,
-           "loadavg_before": load_before, "loadavg_after": load_after, "wall_s": elapsed,
+           "loadavg_before": load_before, "loadavg_after": os.getloadavg(), "wall_s": elapsed,
            "versions": train.versions(),
            "cells": {c.name: {"spec": c.spec(), "total_trees": c.total_trees, "trained": trained[c.name],
                               "results": results[c.name]} for c in cells}}
     a.json.parent.mkdir(parents=True, exist_ok=True)
     a.json.write_text(json.dumps(doc, indent=2, default=str))
     log(f"wrote {a.json}")
+    render(doc, a.write_readme)
     return 0
 
+
+def render(doc: dict, write_readme: bool) -> None:
+    """The report of a run (its JSON document): printed, the heat map, and the README section."""
+    cells = select(list(doc["cells"]))
+    started = _dt.datetime.fromisoformat(doc["date"])
+    header = (f"{started:%Y-%m-%d %H:%M %Z}, {doc['host']} ({doc['cpus']} CPUs, load average "
+              f"{doc['loadavg_before'][0]:.1f} before, {doc['loadavg_after'][0]:.1f} after), {len(cells)} cells x "
+              f"{len(ROW_SETS)} row sets x {doc['rows']} rows, {doc['seconds']:g} s per peer x {doc['rounds']} "
+              f"interleaved rounds (median), {doc['wall_s'] / 60:.1f} min wall")
+    results = {c: doc["cells"][c]["results"] for c in doc["cells"]}
+    plain = {c: {rs: {k: v for k, v in results[c][rs].items() if k != "ratios"} for rs in ROW_SETS} for c in results}
+    table = report.markdown(cells, plain)
+    why = report.notes(cells, plain)
+    text = "\n".join([f"`{doc['command']}`: {header}", "", report.summary(cells, plain), "", *table, "",
+                      *(["Peers not reported:", "", *why] if why else [])])
+    print(text, flush=True)
+    png = HERE / "heatmap.png" if write_readme else HERE / "build" / "heatmap.png"
+    report.heatmap(cells, plain, png, f"edgescore ÷ faster compiled peer, {started:%Y-%m-%d}")
+    log(f"wrote {png}")
+    if write_readme:
+        report.write_readme(HERE / "README.md", text + "\n\n![heat map](heatmap.png)\n")
+        log(f"wrote {HERE / 'README.md'}")
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -28,10 +28,21 @@ def applies(cell) -> bool:
     return cell.library == "lightgbm"
 
 
-def build(cell, trained: dict, rebuild: bool) -> dict:
+def object_path(cell, trained: dict) -> Path:
+    """Where the compiled model is cached (by model, lleaves and llvmlite versions, machine)."""
     model = Path(trained["dir"]) / trained["model"]
     key = sha(model, md.version("lleaves"), md.version("llvmlite"), platform.machine())
-    obj = BUILD / f"lleaves-{cell.name}-{key}.o"
+    return BUILD / f"lleaves-{cell.name}-{key}.o"
+
+
+def cached(cell, trained: dict) -> bool:
+    obj = object_path(cell, trained)
+    return obj.exists() and obj.with_suffix(".json").exists()
+
+
+def build(cell, trained: dict, rebuild: bool) -> dict:
+    model = Path(trained["dir"]) / trained["model"]
+    obj = object_path(cell, trained)
     meta_path = obj.with_suffix(".json")
     exe = obj.with_suffix(".harness")
     if meta_path.exists() and obj.exists() and not rebuild:
