@@ -1,9 +1,10 @@
 """edgescore's evaluator in V8, the engine Envoy runs the filter in (wasmtime, the `wasm` entry,
 is only a stand-in): the score guest (benches/score_guest) in Node.js, `v8_guest.mjs`, with
-`--no-liftoff` (TurboFan only, as proxy-wasm-cpp-host sets up V8 for Envoy). Its outputs are checked against the library like any peer's;
-its result is the ratio V8 ÷ native (the evaluator's ns/row in V8 ÷ peer-native's), not a
-ratio in the table of peers. Node's V8 is not Envoy's (Node 20 ships V8 11.3, Envoy 1.40 a
-newer one): the same compiler, another version."""
+`--no-liftoff` (TurboFan only, as proxy-wasm-cpp-host sets V8 up for Envoy). Its outputs are
+checked against the library like any peer's; its result is the ratio V8 ÷ native (the
+evaluator's ns/row in V8 ÷ peer-native's), not a ratio in the table of peers. Node's V8 is
+not Envoy's (Node 20 ships V8 11.3, Envoy 1.40 a newer one): the same compiler, another
+version."""
 
 from __future__ import annotations
 
