@@ -120,6 +120,7 @@ def count_cell(cell, scratch: Path, a) -> list[dict]:
         builds["tl2cgen"] = tl2cgen_for_valgrind(Path(tl2cgen.build(cell, t, False)["dir"]), scratch)
     if lleaves.applies(cell) and not (a.no_lleaves or a.no_compiled):
         builds["lleaves"] = lleaves_for_valgrind(d / t["model"], scratch)
+    esm = edgescore.compile_artifact(d, d / t["model"]) if a.wasm else None
     for rs in ROW_SETS:
         env = {"EDGESCORE_PASSES": "1", "PATH": "/usr/bin:/bin"}
         # peer-native: a warm-up pass and one timed pass; the C harnesses likewise with a
@@ -128,7 +129,7 @@ def count_cell(cell, scratch: Path, a) -> list[dict]:
         if a.wasm:
             # The JIT compile runs under valgrind too (a minute for a large model); only the
             # two pass functions are counted.
-            text = profile([wasm.RUNNER, edgescore.compile_artifact(d, d / t["model"]), a.guest, d / f"{rs}.csv", 0], env)
+            text = profile([wasm.RUNNER, esm, a.guest, d / f"{rs}.csv", 0], env)
             found["native"] = per_call(text, ("shape_wasm::native_passes",), N_ROWS, wasm.RUNNER)
             found["wasm"] = per_call(text, ("shape_wasm::wasm_passes",), N_ROWS, wasm.RUNNER)
         for peer, exe in builds.items():

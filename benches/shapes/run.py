@@ -103,6 +103,27 @@ def check(p, trained: dict) -> tuple[str, str, dict]:
     return "ok", "", diffs
 
 
+def admit(cell, trained: dict, key: str, prepare, results: dict, prepared: dict) -> None:
+    """Builds one peer of a cell (`prepare()`), checks it against the library, and records the
+    outcome in `results` (per row set); a peer that agrees joins `prepared`, to be timed."""
+    log(f"{cell.name}: building {key} ...")
+    t0 = time.monotonic()
+    try:
+        p = prepare()
+    except NotApplicable as e:
+        for rs in ROW_SETS:
+            results[rs][key] = {"status": "n/a", "reason": str(e)}
+        return
+    status, reason, diffs = check(p, trained)
+    log(f"  {key}: {status} {reason} ({time.monotonic() - t0:.0f} s; max|diff| "
+        + ", ".join(f"{k} {v:.1e}" for k, v in diffs.items()) + ")")
+    for rs in ROW_SETS:
+        results[rs][key] = {"status": status, "reason": reason, "max_abs_diff": diffs.get(rs), "runs_ns": [],
+                            "build": p.build}
+    if status == "ok":
+        prepared[key] = p
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help=f"{len(QUICK)} small cells, no lleaves, 0.2 s x 2 rounds")
@@ -161,22 +182,7 @@ def main() -> int:
                 for rs in ROW_SETS:
                     results[cell.name][rs][m.KEY] = {"status": "n/a", "reason": "not compiled yet (--cached-lleaves)"}
                 continue
-            log(f"{cell.name}: building {m.KEY} ...")
-            t0 = time.monotonic()
-            try:
-                p = m.prepare(cell, t, a.rebuild)
-            except NotApplicable as e:
-                for rs in ROW_SETS:
-                    results[cell.name][rs][m.KEY] = {"status": "n/a", "reason": str(e)}
-                continue
-            status, reason, diffs = check(p, t)
-            log(f"  {m.KEY}: {status} {reason} ({time.monotonic() - t0:.0f} s; max|diff| "
-                + ", ".join(f"{k} {v:.1e}" for k, v in diffs.items()) + ")")
-            for rs in ROW_SETS:
-                results[cell.name][rs][m.KEY] = {"status": status, "reason": reason, "max_abs_diff": diffs.get(rs),
-                                                 "runs_ns": [], "build": p.build}
-            if status == "ok":
-                prepared[cell.name][m.KEY] = p
+            admit(cell, t, m.KEY, lambda: m.prepare(cell, t, a.rebuild), results[cell.name], prepared[cell.name])
         es = prepared[cell.name].get("edgescore")
         if with_wasm and es:
             prepared[cell.name]["wasm"] = wasm.prepare(cell, t, es.esm)
@@ -184,17 +190,7 @@ def main() -> int:
                 results[cell.name][rs]["wasm"] = {"status": "ok", "reason": "", "runs_ns": [], "runs_native_ns": []}
         if with_v8 and es:
             # Checked against the library like a peer: V8 runs the same guest, not the same code.
-            try:
-                p = v8.prepare(cell, t, es.esm)
-                status, reason, diffs = check(p, t)
-            except NotApplicable as e:
-                p, status, reason, diffs = None, "n/a", str(e), {}
-            log(f"  v8: {status} {reason}")
-            for rs in ROW_SETS:
-                results[cell.name][rs]["v8"] = {"status": status, "reason": reason, "max_abs_diff": diffs.get(rs),
-                                                "runs_ns": []}
-            if status == "ok":
-                prepared[cell.name]["v8"] = p
+            admit(cell, t, v8.KEY, lambda: v8.prepare(cell, t, es.esm), results[cell.name], prepared[cell.name])
 
     # 4. interleaved rounds
     for rnd in range(rounds):
