@@ -552,6 +552,10 @@ pub fn exercise(model: &Model, data: &[u8]) {
 
     // The borrowed view validates the same bytes (already 8-aligned in the Model).
     let view = TreeEnsemble::from_bytes(bytes).expect("ORACLE: Model loaded but TreeEnsemble::from_bytes refused the same bytes");
+    // The borrowed view always walks; this copy takes QuickScorer's bitvectors on every row
+    // they can score (where the model qualifies), so the two are compared on every row.
+    let forced = model.clone().with_bitvectors_on_every_row();
+    let scan = forced.ensemble();
 
     let nf = e.n_features();
     let no = e.n_outputs();
@@ -559,16 +563,19 @@ pub fn exercise(model: &Model, data: &[u8]) {
     let interesting = art.interesting_values();
     let mut margins = vec![0f64; no];
     let mut margins2 = vec![0f64; no];
+    let mut margins3 = vec![0f64; no];
     let mut probs = vec![0f64; no];
     let mut probs32 = vec![0f32; no + 1];
     for x in rows(nf, &interesting, data, &mut rng) {
         e.margins(&x, &mut margins).expect("margins");
         view.margins(&x, &mut margins2).expect("margins (view)");
+        scan.margins(&x, &mut margins3).expect("margins (bitvectors)");
         e.score_f64(&x, &mut probs).expect("score_f64");
         e.score(&x, &mut probs32).expect("score");
         let (want, mag) = art.margins(&x);
         for o in 0..no {
             assert_eq!(margins[o].to_bits(), margins2[o].to_bits(), "ORACLE: Model and TreeEnsemble::from_bytes disagree");
+            assert_eq!(margins3[o].to_bits(), margins2[o].to_bits(), "ORACLE: bitvectors and the walk disagree (row {x:?})");
             assert!(close(margins[o], want[o], mag[o]), "ORACLE: output {o}: evaluator margin {} != checked walk {} (row {x:?})", margins[o], want[o]);
             assert!(link_ok(art.meta.link, &margins, o, probs[o]), "ORACLE: link {} maps margin {} to {}", art.meta.link, margins[o], probs[o]);
             assert_eq!(probs32[o].to_bits(), (probs[o] as f32).to_bits(), "ORACLE: score != score_f64 as f32");

@@ -13,9 +13,14 @@ fn scoring_allocates_nothing() {
     for f in fixtures("") {
         let model = f.compile().unwrap();
         let rows = f.rows(&model).unwrap();
+        // The same model with QuickScorer's bitvectors on every row they can score.
+        let scan = model.clone().with_bitvectors_on_every_row();
+        prepared.push((format!("{} (bitvectors)", f.name), scan, rows.clone()));
         prepared.push((f.name, model, rows));
     }
     assert!(prepared.len() >= 10, "fixtures missing: found {}", prepared.len());
+    let scanned = prepared.iter().filter(|p| p.1.ensemble().uses_bitvectors()).count();
+    assert!(scanned >= 10, "only {scanned} fixtures scored through bitvectors");
     let mut out32 = vec![0f32; edgescore_core::MAX_OUTPUTS];
     let mut out64 = vec![0f64; edgescore_core::MAX_OUTPUTS];
 

@@ -4,7 +4,8 @@
 //! group by one level, branch-free (the child index is `left + went_no`), so the CPU overlaps
 //! the node loads of independent trees instead of waiting on one dependent chain and
 //! mispredicting its branches. A tree that reaches its leaf early stays there (see
-//! `layout::Node`).
+//! `layout::Node`). Rows far out on every feature take QuickScorer's bitvectors instead, where
+//! [`Model`] built them (`bitvectors.rs`): the same leaves, added in the same order.
 
 use crate::artifact::layout::{node, CatSplit, CtrFeature, CtrPart, FeatureSpec, LinearLeaf, LinearTerm, Meta, Node, TreeSpec};
 use crate::artifact::layout::{MAX_CTR_ROW, VECTOR_OUTPUT, ZERO_THRESHOLD};
@@ -12,6 +13,7 @@ use crate::artifact::layout::{aggregate, flags, link, row_len, STRINGS_FIXED};
 use crate::artifact::{Link, SourceFormat, Task};
 use core::mem::MaybeUninit;
 
+mod bitvectors;
 pub mod ctr;
 mod validate;
 pub use validate::Model;
@@ -42,6 +44,8 @@ pub struct TreeEnsemble<'a> {
     /// Whether rows with a NaN input need the NaN-aware walk (validation decides; see
     /// `layout::nan_low_start`).
     pub(crate) nan_walk: bool,
+    /// QuickScorer's tables for the walked trees, where they qualify (built by [`Model`]).
+    pub(crate) bitvectors: Option<&'a bitvectors::Bitvectors>,
     pub(crate) len: usize,
     pub(crate) strings: &'a [u8],
     pub(crate) features: &'a [FeatureSpec],
@@ -74,6 +78,11 @@ impl<'a> TreeEnsemble<'a> {
     }
     pub fn checksum(&self) -> u64 {
         self.checksum
+    }
+    /// Whether rows far out on every feature are scored through QuickScorer's bitvectors
+    /// (see `bitvectors.rs`) rather than by the lockstep walk.
+    pub fn uses_bitvectors(&self) -> bool {
+        self.bitvectors.is_some()
     }
     pub fn size_bytes(&self) -> usize {
         self.len
@@ -315,28 +324,12 @@ impl<'a> TreeEnsemble<'a> {
         // every tree's add wait on the store of the one before.
         let mut sum = 0f64;
         let single = !RICH && acc.len() == 1;
-        let mut groups = walked.chunks_exact(LANES);
-        for group in &mut groups {
-            self.walk_and_add::<CAT, RARE, NAN, RICH, LANES>(group, x, single, &mut sum, acc);
-        }
-        // The last trees (fewer than LANES, the shallowest: the writer sorts deepest first) in
-        // lockstep groups of 4 and 2, then alone: walked one by one, each is a chain of
-        // dependent loads, which a 10-tree model (8 + 2) paid for on every row.
-        let rest = groups.remainder();
-        let (four, rest) = rest.split_at(rest.len() & 4);
-        if !four.is_empty() {
-            self.walk_and_add::<CAT, RARE, NAN, RICH, 4>(four, x, single, &mut sum, acc);
-        }
-        let (two, rest) = rest.split_at(rest.len() & 2);
-        if !two.is_empty() {
-            self.walk_and_add::<CAT, RARE, NAN, RICH, 2>(two, x, single, &mut sum, acc);
-        }
-        for tree in rest {
-            let mut at = tree.root;
-            for _ in 0..tree.depth {
-                at = self.step::<CAT, RARE, NAN>(at, x);
-            }
-            self.add_tree::<RICH>(single, &mut sum, tree.output, at, x, acc);
+        // Rows far out on every feature apply few tests through the bitvectors; the rest
+        // (and rows with NaN tests, categorical, rare tests or rich leaves) take the lockstep
+        // walk.
+        let scanned = !(CAT || RARE || NAN || RICH) && self.bitvectors.is_some_and(|b| b.accumulate(x, single, &mut sum, acc));
+        if !scanned {
+            self.walk_lockstep::<CAT, RARE, NAN, RICH>(walked, x, single, &mut sum, acc);
         }
         if single {
             // `acc[0]` is still 0.0, and `0.0 + sum == sum` (a sum from +0.0 is never -0.0).
@@ -345,6 +338,36 @@ impl<'a> TreeEnsemble<'a> {
         for tree in oblivious {
             // Validation refuses vector and linear leaves in models with oblivious trees.
             acc[tree.output as usize] += self.oblivious_leaf::<CAT, RARE, NAN>(tree, x);
+        }
+    }
+
+    /// The walked trees in lockstep groups, their leaves added in tree order.
+    #[inline(always)]
+    fn walk_lockstep<const CAT: bool, const RARE: bool, const NAN: bool, const RICH: bool>(
+        &self, walked: &[TreeSpec], x: &[f32], single: bool, sum: &mut f64, acc: &mut [f64],
+    ) {
+        let mut groups = walked.chunks_exact(LANES);
+        for group in &mut groups {
+            self.walk_and_add::<CAT, RARE, NAN, RICH, LANES>(group, x, single, sum, acc);
+        }
+        // The last trees (fewer than LANES, the shallowest: the writer sorts deepest first) in
+        // lockstep groups of 4 and 2, then alone: walked one by one, each is a chain of
+        // dependent loads, which a 10-tree model (8 + 2) paid for on every row.
+        let rest = groups.remainder();
+        let (four, rest) = rest.split_at(rest.len() & 4);
+        if !four.is_empty() {
+            self.walk_and_add::<CAT, RARE, NAN, RICH, 4>(four, x, single, sum, acc);
+        }
+        let (two, rest) = rest.split_at(rest.len() & 2);
+        if !two.is_empty() {
+            self.walk_and_add::<CAT, RARE, NAN, RICH, 2>(two, x, single, sum, acc);
+        }
+        for tree in rest {
+            let mut at = tree.root;
+            for _ in 0..tree.depth {
+                at = self.step::<CAT, RARE, NAN>(at, x);
+            }
+            self.add_tree::<RICH>(single, sum, tree.output, at, x, acc);
         }
     }
 

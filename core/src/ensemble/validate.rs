@@ -2,6 +2,7 @@
 //! After this the evaluator indexes without bounds checks, so each invariant it relies on is
 //! enforced here (the list is in `docs/artifact-format.md`).
 
+use super::bitvectors::Bitvectors;
 use super::TreeEnsemble;
 use crate::artifact::layout::*;
 use crate::artifact::{checksum, ArtifactError as E};
@@ -16,6 +17,7 @@ pub struct Model {
     words: Vec<u64>,
     len: usize,
     parts: Parts,
+    bitvectors: Option<Bitvectors>,
 }
 
 /// What validation learned: section ranges and the header facts the evaluator needs.
@@ -38,7 +40,16 @@ impl Model {
         bytemuck::cast_slice_mut::<u64, u8>(&mut words)[..bytes.len()].copy_from_slice(bytes);
         let len = bytes.len();
         let parts = validate(&bytemuck::cast_slice::<u64, u8>(&words)[..len])?;
-        Ok(Model { words, len, parts })
+        let bitvectors = Bitvectors::build(&view(&bytemuck::cast_slice::<u64, u8>(&words)[..len], &parts, None), false);
+        Ok(Model { words, len, parts, bitvectors })
+    }
+
+    /// This model with QuickScorer's bitvectors on every row they can score, whatever the
+    /// cost model says: for tests and the fuzz oracle, which compare them with the walk.
+    #[doc(hidden)]
+    pub fn with_bitvectors_on_every_row(mut self) -> Model {
+        self.bitvectors = Bitvectors::build(&view(self.as_bytes(), &self.parts, None), true);
+        self
     }
 
     pub fn as_bytes(&self) -> &[u8] {
@@ -47,13 +58,13 @@ impl Model {
 
     /// The evaluator's view of the bytes.
     pub fn ensemble(&self) -> TreeEnsemble<'_> {
-        view(self.as_bytes(), &self.parts)
+        view(self.as_bytes(), &self.parts, self.bitvectors.as_ref())
     }
 }
 
 /// Slices validated bytes into the evaluator's view. Only called with `parts` that `validate`
 /// returned for these very bytes, so every cast lines up.
-fn view<'a>(bytes: &'a [u8], p: &Parts) -> TreeEnsemble<'a> {
+fn view<'a>(bytes: &'a [u8], p: &Parts, bitvectors: Option<&'a Bitvectors>) -> TreeEnsemble<'a> {
     let r = |k: usize| &bytes[p.ranges[k].clone()];
     TreeEnsemble {
         meta: p.meta,
@@ -61,6 +72,7 @@ fn view<'a>(bytes: &'a [u8], p: &Parts) -> TreeEnsemble<'a> {
         checksum: p.checksum,
         n_walked: p.n_walked,
         nan_walk: p.nan_walk,
+        bitvectors,
         len: bytes.len(),
         strings: r(1),
         features: bytemuck::cast_slice(r(2)),
@@ -96,7 +108,7 @@ impl<'a> TreeEnsemble<'a> {
     /// that reads them in place.
     pub fn from_bytes(bytes: &'a [u8]) -> Result<TreeEnsemble<'a>, E> {
         let parts = validate(bytes)?;
-        Ok(view(bytes, &parts))
+        Ok(view(bytes, &parts, None))
     }
 }
 
