@@ -1,13 +1,26 @@
 //! Building small models by hand in the compiler's IR, and checking an artifact written from one
 //! against the IR's own reference reading, for the tests of one writer rule at a time.
 
-use edgescore_compile::ir::{FeatureDef, FeatureKind, ModelIr, Node, Test};
+use edgescore_compile::ir::{FeatureDef, FeatureKind, Link, ModelIr, Node, Task, Test, Tree};
 use edgescore_core::artifact::layout::{Header, HEADER_LEN};
 use edgescore_core::Model;
 
 /// `n` numeric features named `f0`, `f1`, ….
 pub fn numeric(n: usize) -> Vec<FeatureDef> {
     (0..n).map(|i| FeatureDef { name: format!("f{i}"), kind: FeatureKind::Numeric }).collect()
+}
+
+/// A classifier of `trees` (each adding to its `output`): binary logistic for one output,
+/// softmax over `n_outputs` classes otherwise.
+pub fn classifier(name: &str, features: Vec<FeatureDef>, trees: Vec<Tree>, n_outputs: u32) -> ModelIr {
+    let mut m = ModelIr::binary_logistic(name, features, trees);
+    if n_outputs > 1 {
+        m.base_score = vec![0.0; n_outputs as usize];
+        m.link = Link::Softmax;
+        m.task = Task::MulticlassClassification;
+        m.objective = "multi:softprob".into();
+    }
+    m
 }
 
 pub fn split(feature: u32, test: Test, missing_yes: bool, yes: u32, no: u32) -> Node {

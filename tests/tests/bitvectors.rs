@@ -4,10 +4,11 @@
 //! model they accept; the cost model must take them only where they can gain; and models
 //! they cannot score (categorical tests, more than 64 leaves) must be left to the walk.
 
-use edgescore_compile::ir::{self, FeatureDef, FeatureKind, ModelIr, Test, Tree};
+use edgescore_compile::ir::{self, ModelIr, Test, Tree};
 use edgescore_compile::write::write;
 use edgescore_core::{Model, TreeEnsemble};
 use edgescore_tests::fixtures;
+use edgescore_tests::ir_build::{classifier, leaf, numeric, split};
 
 /// Bits of `model`'s margins for `row`, and of the walk's (the borrowed view never has
 /// bitvectors).
@@ -77,15 +78,7 @@ fn spines(n_trees: u32, n_outputs: u32, depth: u32) -> ModelIr {
             Tree { output: t % n_outputs, nodes }
         })
         .collect();
-    let features = (0..3).map(|i| FeatureDef { name: format!("f{i}"), kind: FeatureKind::Numeric }).collect();
-    let mut m = ModelIr::binary_logistic("spines", features, trees);
-    if n_outputs > 1 {
-        m.base_score = vec![0.0; n_outputs as usize];
-        m.link = ir::Link::Softmax;
-        m.task = ir::Task::MulticlassClassification;
-        m.objective = "multi:softprob".into();
-    }
-    m
+    classifier("spines", numeric(3), trees, n_outputs)
 }
 
 fn grid() -> Vec<Vec<f32>> {
@@ -121,11 +114,11 @@ fn the_cost_model_takes_bitvectors_for_deep_trees_on_few_features_and_they_score
 #[test]
 fn the_cost_model_leaves_shallow_trees_on_many_features_to_the_walk() {
     // Depth-2 trees on 30 features: a row checks more columns than the walk takes levels.
-    let features: Vec<FeatureDef> = (0..30).map(|i| FeatureDef { name: format!("f{i}"), kind: FeatureKind::Numeric }).collect();
+    let features = numeric(30);
     let trees = (0..10u32)
         .map(|t| {
-            let split = |feature: u32, yes: u32, no: u32| ir::Node::Split { feature, test: Test::Lt(0.5), missing_yes: false, yes, no };
-            let nodes = vec![split(t, 1, 2), split(t + 10, 3, 4), split(t + 20, 5, 6), ir::Node::Leaf { value: 1.0 }, ir::Node::Leaf { value: 2.0 }, ir::Node::Leaf { value: 3.0 }, ir::Node::Leaf { value: 4.0 }];
+            let lt = |feature, yes, no| split(feature, Test::Lt(0.5), false, yes, no);
+            let nodes = vec![lt(t, 1, 2), lt(t + 10, 3, 4), lt(t + 20, 5, 6), leaf(1.0), leaf(2.0), leaf(3.0), leaf(4.0)];
             Tree { output: 0, nodes }
         })
         .collect();

@@ -6,9 +6,9 @@
 //! IR's reference reading. The trees past the last full group are walked in groups of 4, 2
 //! and 1: every count of them too.
 
-use edgescore_compile::ir::{self, FeatureDef, FeatureKind, ModelIr, Test, Tree};
+use edgescore_compile::ir::{self, ModelIr, Test, Tree};
 use edgescore_compile::write::write;
-use edgescore_tests::ir_build::assert_matches_reference;
+use edgescore_tests::ir_build::{assert_matches_reference, classifier, numeric};
 
 /// A spine of `depth` splits on `feature`: split i sends `x < threshold_i` to a leaf and the
 /// rest on down, as LightGBM's leaf-wise growth makes them (depth + 1 leaves, depth splits).
@@ -31,15 +31,7 @@ fn spines(n_trees: u32, n_outputs: u32) -> ModelIr {
     let trees = (0..n_trees)
         .map(|t| spine(t % n_outputs, t % 3, 2 + (t * 5) % 13, (t % 4) as f64 - 1.0, 100.0 * t as f64, t % 2 == 0))
         .collect();
-    let features = (0..3).map(|i| FeatureDef { name: format!("f{i}"), kind: FeatureKind::Numeric }).collect();
-    let mut m = ModelIr::binary_logistic("spines", features, trees);
-    if n_outputs > 1 {
-        m.base_score = vec![0.0; n_outputs as usize];
-        m.link = ir::Link::Softmax;
-        m.task = ir::Task::MulticlassClassification;
-        m.objective = "multi:softprob".into();
-    }
-    m
+    classifier("spines", numeric(3), trees, n_outputs)
 }
 
 fn assert_scores_as_reference(m: &ModelIr) {

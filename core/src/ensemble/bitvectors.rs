@@ -24,7 +24,7 @@ use crate::artifact::layout::{flags, node, tree_layout};
 use core::mem::MaybeUninit;
 
 /// The most walked trees: each needs a u64 on the stack per row.
-pub(crate) const MAX_TREES: usize = 1024;
+const MAX_TREES: usize = 1024;
 /// The most tests indexed: 24 bytes each (threshold, two masks, tree), so 1.5 MiB at most.
 const MAX_TESTS: usize = 1 << 16;
 /// A column's near tests: these shares of its tests, rounded up, narrowest first.
