@@ -193,8 +193,8 @@ impl Bitvectors {
                 return false;
             }
         }
-        // Four copies of the scan: the side and the kind of sum decided once per row, not per
-        // test and tree.
+        // A copy of the scan per side, kind of sum and stack table: each decided once per row,
+        // not per test and tree.
         match (scan_failed < scan_held, single, self.full.len() <= 64) {
             (true, true, true) => self.apply::<true, true, 64>(x, sum, acc),
             (true, false, true) => self.apply::<true, false, 64>(x, sum, acc),
