@@ -39,8 +39,9 @@ impl Model {
         let mut words = vec![0u64; bytes.len().div_ceil(8)];
         bytemuck::cast_slice_mut::<u64, u8>(&mut words)[..bytes.len()].copy_from_slice(bytes);
         let len = bytes.len();
-        let parts = validate(&bytemuck::cast_slice::<u64, u8>(&words)[..len])?;
-        let bitvectors = Bitvectors::build(&view(&bytemuck::cast_slice::<u64, u8>(&words)[..len], &parts, None), false);
+        let aligned = &bytemuck::cast_slice::<u64, u8>(&words)[..len];
+        let parts = validate(aligned)?;
+        let bitvectors = Bitvectors::build(&view(aligned, &parts, None), false);
         Ok(Model { words, len, parts, bitvectors })
     }
 
