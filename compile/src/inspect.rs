@@ -25,8 +25,18 @@ pub struct Report {
     pub features_used: Vec<FeatureUse>,
     pub categorical_features: Vec<CategoricalFeature>,
     pub size_bytes: usize,
+    /// QuickScorer's bitvectors, built at load where rows far out on every feature gain from
+    /// them (`null`: every row takes the lockstep walk). Memory in each loaded copy, on top
+    /// of `size_bytes`.
+    pub bitvectors: Option<BitvectorsUse>,
     pub checksum: String,
     pub base_score: Vec<f64>,
+}
+
+#[derive(Serialize)]
+pub struct BitvectorsUse {
+    pub tests: usize,
+    pub bytes: usize,
 }
 
 #[derive(Serialize)]
@@ -100,6 +110,7 @@ pub fn report(e: &TreeEnsemble) -> Report {
         features_used,
         categorical_features,
         size_bytes: e.size_bytes(),
+        bitvectors: e.bitvectors_size().map(|b| BitvectorsUse { tests: b.tests, bytes: b.bytes }),
         checksum: format!("{:016x}", e.checksum()),
         base_score: e.base_score().to_vec(),
     }
@@ -146,6 +157,13 @@ pub fn render_text(r: &Report) -> String {
     let hist: Vec<String> = r.depth_histogram.iter().enumerate().filter(|(_, &c)| c > 0).map(|(d, c)| format!("{d}:{c}")).collect();
     line("depth histogram", hist.join(" "));
     line("size", format!("{} bytes", r.size_bytes));
+    line(
+        "far-out rows",
+        match &r.bitvectors {
+            Some(b) => format!("QuickScorer bitvectors: {} tests, {} bytes per loaded copy", b.tests, b.bytes),
+            None => "lockstep walk for every row (no bitvectors)".into(),
+        },
+    );
     line("checksum (xxh3-64)", r.checksum.clone());
     line("base score", format!("{:?}", r.base_score));
     let cats: Vec<String> = r.categorical_features.iter().map(|c| format!("{} ({} buckets)", c.name, c.buckets)).collect();

@@ -29,7 +29,7 @@ pub mod text;
 pub use action::ActionKind;
 pub use artifact::ArtifactError;
 pub use config::{ConfigError, PluginConfig};
-pub use ensemble::{Model, ScoreError, TreeEnsemble};
+pub use ensemble::{BitvectorsSize, Model, ScoreError, TreeEnsemble};
 pub use model_set::ModelSet;
 pub use request::{HeaderMap, OwnedRequest, Property, Request};
 pub use scorer::Scorer;

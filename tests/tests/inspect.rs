@@ -18,3 +18,30 @@ fn every_fixture_model_inspects() {
     }
     assert_eq!(kinds.into_iter().collect::<Vec<_>>(), ["constant", "linear", "vector"]);
 }
+
+/// `inspect` says whether a model has QuickScorer's bitvectors and what they cost: one test
+/// per split of the walked trees, at least 24 bytes each (threshold, two masks, tree).
+#[test]
+fn inspect_reports_the_bitvectors_and_their_memory() {
+    use edgescore_core::artifact::layout::{node, tree_layout};
+    let mut forced_with_tables = 0;
+    for f in edgescore_tests::fixtures("") {
+        let model = f.compile().unwrap();
+        let r = edgescore_compile::inspect::report(&model.ensemble());
+        assert_eq!(r.bitvectors.is_some(), model.ensemble().uses_bitvectors(), "{}", f.name);
+        let forced = model.with_bitvectors_on_every_row();
+        let e = forced.ensemble();
+        let r = edgescore_compile::inspect::report(&e);
+        let text = edgescore_compile::inspect::render_text(&r);
+        let Some(b) = &r.bitvectors else {
+            assert!(!e.uses_bitvectors() && text.contains("lockstep walk for every row"), "{}: {text}", f.name);
+            continue;
+        };
+        let splits = e.trees().iter().filter(|t| t.layout == tree_layout::NODES).flat_map(|t| &e.nodes()[t.root as usize..t.end as usize]).filter(|n| n.flags & node::LEAF == 0).count();
+        assert_eq!(b.tests, splits, "{}", f.name);
+        assert!(b.bytes >= 24 * b.tests, "{}: {} bytes for {} tests", f.name, b.bytes, b.tests);
+        assert!(text.contains(&format!("QuickScorer bitvectors: {} tests, {} bytes", b.tests, b.bytes)), "{}: {text}", f.name);
+        forced_with_tables += 1;
+    }
+    assert!(forced_with_tables >= 10, "only {forced_with_tables} fixtures have bitvectors when forced");
+}

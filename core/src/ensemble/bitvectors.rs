@@ -96,7 +96,28 @@ struct Test {
     mask_yes: u64,
 }
 
+/// What a model's tables hold: the tests they index and their heap bytes. Each loaded copy of
+/// the model (one per Envoy worker) holds its own.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BitvectorsSize {
+    pub tests: usize,
+    pub bytes: usize,
+}
+
 impl Bitvectors {
+    pub(crate) fn size(&self) -> BitvectorsSize {
+        use core::mem::size_of_val;
+        let bytes = size_of_val(&self.columns[..])
+            + size_of_val(&self.thresholds[..])
+            + size_of_val(&self.masks_no[..])
+            + size_of_val(&self.masks_yes[..])
+            + size_of_val(&self.tree_of[..])
+            + size_of_val(&self.full[..])
+            + size_of_val(&self.trees[..])
+            + size_of_val(&self.values[..]);
+        BitvectorsSize { tests: self.thresholds.len(), bytes }
+    }
+
     /// The index for `e`'s walked trees, if every one qualifies (see the module doc), the
     /// tables stay small and (unless `every_row`, for tests and the fuzz oracle: then every
     /// row goes through it) the costs below say some rows gain.

@@ -14,6 +14,7 @@ use crate::artifact::{Link, SourceFormat, Task};
 use core::mem::MaybeUninit;
 
 mod bitvectors;
+pub use bitvectors::BitvectorsSize;
 pub mod ctr;
 mod validate;
 pub use validate::Model;
@@ -83,6 +84,10 @@ impl<'a> TreeEnsemble<'a> {
     /// (see `bitvectors.rs`) rather than by the lockstep walk.
     pub fn uses_bitvectors(&self) -> bool {
         self.bitvectors.is_some()
+    }
+    /// The bitvectors' tests and memory, where the model has them.
+    pub fn bitvectors_size(&self) -> Option<BitvectorsSize> {
+        self.bitvectors.map(|b| b.size())
     }
     pub fn size_bytes(&self) -> usize {
         self.len
