@@ -45,11 +45,15 @@ struct Column {
 }
 
 impl Column {
-    /// How many tests a row at `v` scans on the held side and on the failed side.
+    /// How many tests a row at `v` scans on the held side and on the failed side. NaN holds
+    /// no test (`x < t` is false), so it scans the narrowest held side: with `v >= high`
+    /// instead, a row with one missing input scanned that column whole on both sides and
+    /// mostly took the lockstep walk.
     #[inline(always)]
+    #[allow(clippy::neg_cmp_op_on_partial_ord)]
     fn scans(&self, v: f32) -> (usize, usize) {
         let n = self.end - self.start;
-        let held = if v >= self.high[0] { self.near[0] } else if v >= self.high[1] { self.near[1] } else { n };
+        let held = if !(v < self.high[0]) { self.near[0] } else if !(v < self.high[1]) { self.near[1] } else { n };
         let failed = if v < self.low[0] { self.near[0] } else if v < self.low[1] { self.near[1] } else { n };
         (held as usize, failed as usize)
     }
