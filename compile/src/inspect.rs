@@ -1,7 +1,7 @@
 //! `edgescore inspect`: what an artifact holds, for humans (text) and tools (JSON).
 
 use edgescore_core::artifact::layout::{ctr_part, flags, node, tree_layout, FEATURE_CATEGORICAL};
-use edgescore_core::TreeEnsemble;
+use edgescore_core::{BitvectorsSize, TreeEnsemble};
 use serde::Serialize;
 
 #[derive(Serialize)]
@@ -28,15 +28,9 @@ pub struct Report {
     /// QuickScorer's bitvectors, built at load where rows far out on every feature gain from
     /// them (`null`: every row takes the lockstep walk). Memory in each loaded copy, on top
     /// of `size_bytes`.
-    pub bitvectors: Option<BitvectorsUse>,
+    pub bitvectors: Option<BitvectorsSize>,
     pub checksum: String,
     pub base_score: Vec<f64>,
-}
-
-#[derive(Serialize)]
-pub struct BitvectorsUse {
-    pub tests: usize,
-    pub bytes: usize,
 }
 
 #[derive(Serialize)]
@@ -110,7 +104,7 @@ pub fn report(e: &TreeEnsemble) -> Report {
         features_used,
         categorical_features,
         size_bytes: e.size_bytes(),
-        bitvectors: e.bitvectors_size().map(|b| BitvectorsUse { tests: b.tests, bytes: b.bytes }),
+        bitvectors: e.bitvectors_size(),
         checksum: format!("{:016x}", e.checksum()),
         base_score: e.base_score().to_vec(),
     }

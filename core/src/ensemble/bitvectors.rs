@@ -114,7 +114,7 @@ struct Test {
 
 /// What a model's tables hold: the tests they index and their heap bytes. Each loaded copy of
 /// the model (one per Envoy worker) holds its own.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct BitvectorsSize {
     pub tests: usize,
     pub bytes: usize,
