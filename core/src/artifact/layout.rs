@@ -3,7 +3,7 @@
 //! the two in step.
 //!
 //! All integers and floats are little-endian. The evaluator relies on the host being
-//! little-endian too (x86_64, aarch64 and wasm32 all are); `TreeEnsemble::from_bytes` refuses
+//! little-endian too (x86_64, aarch64 and wasm32 all are); `Model::load` refuses
 //! to load on a big-endian host rather than reading garbage.
 
 use bytemuck::{Pod, Zeroable};
@@ -36,6 +36,10 @@ pub const SECTION_ALIGN: usize = 16;
 pub const MAX_FEATURES: u32 = 1 << 16;
 /// At most this many leaves (a leaf's index lives in the payload of a quiet NaN).
 pub const MAX_LEAVES: u32 = 1 << 22;
+/// At most this many nodes: the evaluator walks a copy of them addressed by u32 byte offsets,
+/// 12 bytes a node after one of padding (`ensemble::validate::walk_nodes`). Some 357 million
+/// nodes; an artifact that big would be over 4 GiB.
+pub const MAX_NODES: u32 = u32::MAX / 12 - 1;
 /// Deepest tree the evaluator accepts (LightGBM's and XGBoost's practical limits are far below).
 pub const MAX_DEPTH: u32 = 256;
 /// Deepest oblivious tree (its leaf table has 2^depth entries; CatBoost's limit is 16).

@@ -308,7 +308,7 @@ fn visit(e: &TreeEnsemble, at: u32, depth: u32, tree: u32, leaves: &mut u32, tes
         if *leaves >= 64 {
             return None;
         }
-        values.push(e.leaf_value(at));
+        values.push(e.leaf_value(n));
         *leaves += 1;
         return Some(());
     }

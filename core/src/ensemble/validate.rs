@@ -3,7 +3,7 @@
 //! enforced here (the list is in `docs/artifact-format.md`).
 
 use super::bitvectors::Bitvectors;
-use super::TreeEnsemble;
+use super::{TreeEnsemble, NODE_BYTES};
 use crate::artifact::layout::*;
 use crate::artifact::{checksum, ArtifactError as E};
 use bytemuck::{pod_read_unaligned, Pod};
@@ -17,6 +17,8 @@ pub struct Model {
     words: Vec<u64>,
     len: usize,
     parts: Parts,
+    /// The nodes as the walk reads them (see [`walk_nodes`]).
+    walk_nodes: Vec<Node>,
     bitvectors: Option<Bitvectors>,
 }
 
@@ -41,15 +43,24 @@ impl Model {
         let len = bytes.len();
         let aligned = &bytemuck::cast_slice::<u64, u8>(&words)[..len];
         let parts = validate(aligned)?;
-        let bitvectors = Bitvectors::build(&view(aligned, &parts, None), false);
-        Ok(Model { words, len, parts, bitvectors })
+        let walk_nodes = walk_nodes(bytemuck::cast_slice(&aligned[parts.ranges[5].clone()]));
+        let bitvectors = Bitvectors::build(&view(aligned, &parts, &walk_nodes, None), false);
+        Ok(Model { words, len, parts, walk_nodes, bitvectors })
     }
 
     /// This model with QuickScorer's bitvectors on every row they can score, whatever the
     /// cost model says: for tests and the fuzz oracle, which compare them with the walk.
     #[doc(hidden)]
     pub fn with_bitvectors_on_every_row(mut self) -> Model {
-        self.bitvectors = Bitvectors::build(&view(self.as_bytes(), &self.parts, None), true);
+        self.bitvectors = Bitvectors::build(&view(self.as_bytes(), &self.parts, &self.walk_nodes, None), true);
+        self
+    }
+
+    /// This model without QuickScorer's bitvectors: every row takes the lockstep walk. For
+    /// tests and the fuzz oracle, which compare the two.
+    #[doc(hidden)]
+    pub fn without_bitvectors(mut self) -> Model {
+        self.bitvectors = None;
         self
     }
 
@@ -59,13 +70,25 @@ impl Model {
 
     /// The evaluator's view of the bytes.
     pub fn ensemble(&self) -> TreeEnsemble<'_> {
-        view(self.as_bytes(), &self.parts, self.bitvectors.as_ref())
+        view(self.as_bytes(), &self.parts, &self.walk_nodes, self.bitvectors.as_ref())
     }
+}
+
+/// The walk's copy of the validated `nodes`: one node of padding, then node `i` at byte offset
+/// `(i + 1) * NODE_BYTES`, its `left` rewritten as that child's byte offset. A step is then a
+/// load at an offset and a select between `left` and `left + NODE_BYTES`; with indices it also
+/// multiplied by 12 and zero-extended, and in wasm `i32.mul` (see `TreeEnsemble::step`). The
+/// padding is for leaves, which step to themselves through `left` = their index − 1: node 0's
+/// is −1 (wrapping), and its offset 0. `MAX_NODES` keeps every offset within a u32.
+fn walk_nodes(nodes: &[Node]) -> Vec<Node> {
+    let padding = Node { payload: 0, feature: 0, flags: node::LEAF, left: 0 };
+    let offset = |index: u32| index.wrapping_add(1).wrapping_mul(NODE_BYTES as u32);
+    core::iter::once(padding).chain(nodes.iter().map(|&n| Node { left: offset(n.left), ..n })).collect()
 }
 
 /// Slices validated bytes into the evaluator's view. Only called with `parts` that `validate`
 /// returned for these very bytes, so every cast lines up.
-fn view<'a>(bytes: &'a [u8], p: &Parts, bitvectors: Option<&'a Bitvectors>) -> TreeEnsemble<'a> {
+fn view<'a>(bytes: &'a [u8], p: &Parts, walk_nodes: &'a [Node], bitvectors: Option<&'a Bitvectors>) -> TreeEnsemble<'a> {
     let r = |k: usize| &bytes[p.ranges[k].clone()];
     TreeEnsemble {
         meta: p.meta,
@@ -80,6 +103,7 @@ fn view<'a>(bytes: &'a [u8], p: &Parts, bitvectors: Option<&'a Bitvectors>) -> T
         base: bytemuck::cast_slice(r(3)),
         trees: bytemuck::cast_slice(r(4)),
         nodes: bytemuck::cast_slice(r(5)),
+        walk_nodes,
         leaves: bytemuck::cast_slice(r(6)),
         cat_splits: bytemuck::cast_slice(r(7)),
         cat_words: bytemuck::cast_slice(r(8)),
@@ -102,15 +126,6 @@ fn section<'a, T: Pod>(bytes: &'a [u8], e: &SectionEntry, kind: SectionKind, cou
     // Offsets are 16-aligned and the buffer 8-aligned, so this cast cannot fail for types of
     // alignment <= 8; map the impossible case to an error rather than a panic anyway.
     bytemuck::try_cast_slice(raw).map_err(|_| E::Misaligned)
-}
-
-impl<'a> TreeEnsemble<'a> {
-    /// Validates `bytes` (which must be 8-byte aligned: see [`Model`]) and returns a view
-    /// that reads them in place.
-    pub fn from_bytes(bytes: &'a [u8]) -> Result<TreeEnsemble<'a>, E> {
-        let parts = validate(bytes)?;
-        Ok(view(bytes, &parts, None))
-    }
 }
 
 fn validate(bytes: &[u8]) -> Result<Parts, E> {
@@ -301,7 +316,7 @@ fn check_meta(m: &Meta) -> Result<(), E> {
     if m.n_outputs == 0 || m.n_outputs as usize > crate::MAX_OUTPUTS {
         return Err(E::Meta("output count out of range"));
     }
-    if m.n_nodes > u32::MAX / 2 {
+    if m.n_nodes > MAX_NODES {
         return Err(E::Meta("too many nodes"));
     }
     if m.n_leaves > MAX_LEAVES {
