@@ -333,3 +333,39 @@ fn oblivious_layout_damage() {
     reseal(&mut b);
     assert!(matches!(refuse(&b), ArtifactError::Node { tree: 1, node: 5, reason: "leaf index out of sequence (leaf count mismatch)" }));
 }
+
+/// An order the writer never produces (it puts the deepest tree first) but the validator
+/// accepts: a lone leaf at node 0, walked in lockstep beside a deeper tree. Its `left` is −1
+/// (wrapping), the one place where the walk's byte offsets (`validate::walk_nodes`) could wrap
+/// too; the leaf must stay where it is while the stump takes its step.
+#[test]
+fn a_lone_leaf_at_node_zero_stays_put_beside_a_deeper_tree() {
+    let leaf = |value| ir::Node::Leaf { value };
+    let stump = Tree { output: 0, nodes: vec![ir::Node::Split { feature: 0, test: Test::Lt(0.5), missing_yes: false, yes: 1, no: 2 }, leaf(1.0), leaf(2.0)] };
+    let lone = Tree { output: 0, nodes: vec![leaf(40.0)] };
+    let features = vec![FeatureDef { name: "a".into(), kind: FeatureKind::Numeric }];
+    let mut b = write(&ModelIr::binary_logistic("lone", features, vec![stump, lone])).unwrap();
+    // As written: the stump at nodes 0..3 (leaves 0 and 1), the lone leaf at node 3 (leaf 2).
+    // Rearranged: the lone leaf at node 0 (leaf 0), the stump at nodes 1..4 (leaves 1 and 2).
+    let (nodes_at, _) = section(&b, SectionKind::Nodes);
+    let node = |b: &[u8], i: usize| -> Node { bytemuck::pod_read_unaligned(&b[nodes_at + 12 * i..nodes_at + 12 * i + 12]) };
+    let leaf_node = |index: u32, left: u32| Node { payload: node::LEAF_NAN | index, feature: 0, flags: node::LEAF, left };
+    let split = Node { left: 2, ..node(&b, 0) };
+    assert_eq!(node(&b, 3).flags, node::LEAF, "the lone leaf is written last");
+    let nodes = [leaf_node(0, u32::MAX), split, leaf_node(1, 1), leaf_node(2, 2)];
+    b[nodes_at..nodes_at + 48].copy_from_slice(bytemuck::cast_slice(&nodes));
+    let (leaves_at, _) = section(&b, SectionKind::Leaves);
+    let leaves: [f64; 3] = bytemuck::pod_read_unaligned(&b[leaves_at..leaves_at + 24]);
+    b[leaves_at..leaves_at + 24].copy_from_slice(bytemuck::cast_slice(&[leaves[2], leaves[0], leaves[1]]));
+    let (trees_at, _) = section(&b, SectionKind::Trees);
+    let trees = [TreeSpec { root: 0, end: 1, output: 0, depth: 0, layout: tree_layout::NODES }, TreeSpec { root: 1, end: 4, output: 0, depth: 1, layout: tree_layout::NODES }];
+    b[trees_at..trees_at + 32].copy_from_slice(bytemuck::cast_slice(&trees));
+    reseal(&mut b);
+    let m = Model::load(&b).expect("the rearranged model is valid");
+    assert_eq!(m.ensemble().trees()[0].depth, 0, "the lone leaf comes first");
+    let mut out = [0f64];
+    for (a, want) in [(0.0, 41.0), (1.0, 42.0), (f32::NAN, 42.0)] {
+        m.ensemble().margins(&[a], &mut out).unwrap();
+        assert_eq!(out[0], want, "a = {a}");
+    }
+}
