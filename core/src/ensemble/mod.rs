@@ -509,10 +509,11 @@ impl<'a> TreeEnsemble<'a> {
 
     /// One level down: `left`, or the node after it where the test fails. Leaves need no test
     /// here: their threshold is NaN, so `v < t` is false and the node after `left` is the leaf
-    /// itself (see `layout::Node`). Byte offsets and a select make this a load, a compare, a
-    /// load of `left`, an add and a `cmov` natively (x86-64), 7 instructions a lane where an
-    /// index cost 9: `lea` for the multiply by 12 and a zero extension (callgrind, lockstep
-    /// walk of leaf-wise "between" rows: 0.79-0.82x the instructions).
+    /// itself (see `layout::Node`). Byte offsets and a select make this, natively (x86-64),
+    /// loads of the threshold and the feature index, a compare with the input, a load of
+    /// `left`, an add and a `cmov`: 6 instructions a lane in the 8-lane loop where an index
+    /// took 9 (`lea` for the multiply by 12, a zero extension; callgrind, "between" rows:
+    /// 0.78-0.82x the instructions of a row).
     #[inline(always)]
     fn step<const CAT: bool, const RARE: bool, const NAN: bool>(&self, at: usize, x: &[f32]) -> usize {
         let n = self.walk_node(at);
