@@ -605,10 +605,13 @@ impl<'a> TreeEnsemble<'a> {
 /// The size of a node: the walk's byte offsets step by it.
 pub(crate) const NODE_BYTES: usize = core::mem::size_of::<Node>();
 
-/// Node `index`'s byte offset in `walk_nodes`, which starts with one node of padding.
+/// Node `index`'s byte offset in `walk_nodes`, which starts with one node of padding. Wrapping
+/// in u32 on purpose: a leaf's `left` is its index − 1, and node 0's −1 must land on the
+/// padding at offset 0 (see `validate::walk_nodes`); `MAX_NODES` keeps every real node's
+/// offset within a u32, so nothing else wraps, on wasm32 (32-bit usize) as natively.
 #[inline(always)]
-fn node_offset(index: u32) -> usize {
-    (index as usize + 1) * NODE_BYTES
+pub(crate) const fn node_offset(index: u32) -> usize {
+    index.wrapping_add(1).wrapping_mul(NODE_BYTES as u32) as usize
 }
 
 /// Whether any value is NaN. A fold, not `any`: `any` stops at the first NaN and so is a loop

@@ -3,7 +3,7 @@
 //! enforced here (the list is in `docs/artifact-format.md`).
 
 use super::bitvectors::Bitvectors;
-use super::{TreeEnsemble, NODE_BYTES};
+use super::{node_offset, TreeEnsemble};
 use crate::artifact::layout::*;
 use crate::artifact::{checksum, ArtifactError as E};
 use bytemuck::{pod_read_unaligned, Pod};
@@ -82,8 +82,8 @@ impl Model {
 /// is −1 (wrapping), and its offset 0. `MAX_NODES` keeps every offset within a u32.
 fn walk_nodes(nodes: &[Node]) -> Vec<Node> {
     let padding = Node { payload: 0, feature: 0, flags: node::LEAF, left: 0 };
-    let offset = |index: u32| index.wrapping_add(1).wrapping_mul(NODE_BYTES as u32);
-    core::iter::once(padding).chain(nodes.iter().map(|&n| Node { left: offset(n.left), ..n })).collect()
+    // `node_offset` computes in u32, so the cast back is exact.
+    core::iter::once(padding).chain(nodes.iter().map(|&n| Node { left: node_offset(n.left) as u32, ..n })).collect()
 }
 
 /// Slices validated bytes into the evaluator's view. Only called with `parts` that `validate`
@@ -575,9 +575,8 @@ fn check_oblivious(t: usize, meta: &Meta, version: u32, split_features: u32, spe
         return Err(tree_err("oblivious tree's node range is not its levels and one leaf node"));
     }
     let mut used = 0;
-    for i in spec.root as usize..spec.end as usize - 1 {
+    for (i, &nd) in nodes.iter().enumerate().take(spec.end as usize - 1).skip(spec.root as usize) {
         let node_err = |reason| E::Node { tree: t, node: i, reason };
-        let nd = nodes[i];
         if nd.flags & (node::LEAF | node::RESERVED) != 0 || nd.left != 0 {
             return Err(node_err("an oblivious level is not a split node with left = 0"));
         }
