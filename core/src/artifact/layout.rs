@@ -37,7 +37,7 @@ pub const MAX_FEATURES: u32 = 1 << 16;
 /// At most this many leaves (a leaf's index lives in the payload of a quiet NaN).
 pub const MAX_LEAVES: u32 = 1 << 22;
 /// At most this many nodes: the evaluator walks a copy of them addressed by u32 byte offsets,
-/// 12 bytes a node after one of padding (`ensemble::validate::walk_nodes`). Some 357 million
+/// 12 bytes a node after one of padding (`ensemble::walk::Walk::nodes`). Some 357 million
 /// nodes; an artifact that big would be over 4 GiB.
 pub const MAX_NODES: u32 = u32::MAX / 12 - 1;
 /// Deepest tree the evaluator accepts (LightGBM's and XGBoost's practical limits are far below).

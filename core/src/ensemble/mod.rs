@@ -20,6 +20,8 @@ pub use bitvectors::BitvectorsSize;
 pub mod ctr;
 mod validate;
 pub use validate::Model;
+mod walk;
+use walk::{GroupStart, NODE_BYTES};
 
 /// Why a row could not be scored. Carries only numbers: building it must not allocate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -56,9 +58,11 @@ pub struct TreeEnsemble<'a> {
     pub(crate) base: &'a [f64],
     pub(crate) trees: &'a [TreeSpec],
     pub(crate) nodes: &'a [Node],
-    /// The nodes as the walk reads them (`validate::walk_nodes`): node `i` at byte offset
-    /// `(i + 1) * NODE_BYTES`, each `left` its left child's byte offset.
+    /// The nodes as the walk reads them (`walk::Walk::nodes`): node `i` at byte offset
+    /// `node_offset(i)`, each `left` its left child's byte offset.
     pub(crate) walk_nodes: &'a [Node],
+    /// Where each lockstep group starts (`walk::Walk::groups`).
+    pub(crate) walk_groups: &'a [GroupStart],
     pub(crate) leaves: &'a [f64],
     pub(crate) cat_splits: &'a [CatSplit],
     pub(crate) cat_words: &'a [u32],
@@ -357,25 +361,26 @@ impl<'a> TreeEnsemble<'a> {
     fn walk_lockstep<const CAT: bool, const RARE: bool, const NAN: bool, const RICH: bool>(
         &self, walked: &[TreeSpec], x: &[f32], single: bool, sum: &mut f64, acc: &mut [f64],
     ) {
-        let mut groups = walked.chunks_exact(LANES);
-        for group in &mut groups {
-            self.walk_and_add::<CAT, RARE, NAN, RICH, LANES>(group, x, single, sum, acc);
+        // `Walk::build` made one start per group, in this order (`walk::Walk::groups`).
+        let mut starts = self.walk_groups.iter();
+        let (full, rest) = walked.split_at(walked.len() / LANES * LANES);
+        for (group, start) in full.chunks_exact(LANES).zip(starts.by_ref().take(full.len() / LANES)) {
+            self.walk_and_add::<CAT, RARE, NAN, RICH, LANES>(group, start, x, single, sum, acc);
         }
         // The last trees (fewer than LANES, the shallowest: the writer sorts deepest first) in
         // lockstep groups of 4 and 2, then alone: walked one by one, each is a chain of
         // dependent loads, which a 10-tree model (8 + 2) paid for on every row.
-        let rest = groups.remainder();
         let (four, rest) = rest.split_at(rest.len() & 4);
-        if !four.is_empty() {
-            self.walk_and_add::<CAT, RARE, NAN, RICH, 4>(four, x, single, sum, acc);
+        if let Some(start) = (!four.is_empty()).then(|| starts.next()).flatten() {
+            self.walk_and_add::<CAT, RARE, NAN, RICH, 4>(four, start, x, single, sum, acc);
         }
         let (two, rest) = rest.split_at(rest.len() & 2);
-        if !two.is_empty() {
-            self.walk_and_add::<CAT, RARE, NAN, RICH, 2>(two, x, single, sum, acc);
+        if let Some(start) = (!two.is_empty()).then(|| starts.next()).flatten() {
+            self.walk_and_add::<CAT, RARE, NAN, RICH, 2>(two, start, x, single, sum, acc);
         }
-        for tree in rest {
-            let mut at = node_offset(tree.root);
-            for _ in 0..tree.depth {
+        if let (Some(tree), Some(start)) = (rest.first(), starts.next()) {
+            let mut at = start.roots[0] as usize;
+            for _ in 0..start.steps {
                 at = self.step::<CAT, RARE, NAN>(at, x);
             }
             self.add_tree::<RICH>(single, sum, tree.output, at, x, acc);
@@ -385,39 +390,31 @@ impl<'a> TreeEnsemble<'a> {
     /// Walks `group` (N trees) to its leaves and adds them in tree order.
     #[inline(always)]
     fn walk_and_add<const CAT: bool, const RARE: bool, const NAN: bool, const RICH: bool, const N: usize>(
-        &self, group: &[TreeSpec], x: &[f32], single: bool, sum: &mut f64, acc: &mut [f64],
+        &self, group: &[TreeSpec], start: &GroupStart, x: &[f32], single: bool, sum: &mut f64, acc: &mut [f64],
     ) {
-        let at = self.walk_group::<CAT, RARE, NAN, N>(group, x);
+        let at = self.walk_group::<CAT, RARE, NAN, N>(start, x);
         for k in 0..N {
             self.add_tree::<RICH>(single, sum, group[k].output, at[k], x, acc);
         }
     }
 
-    /// Walks `group` (N trees) in lockstep to its leaves. A leaf-wise tree (LightGBM's) is
-    /// deeper than its leaf count needs: after the levels a balanced tree of the deepest
-    /// tree's leaves would take (plus one), a check whether every tree of the group has
-    /// reached its leaf, as they all have when rows go down short paths; if not, checks again
-    /// 2, 4, 8 ... levels further on. Few checks, not one per level: a check per level cost
-    /// 12-30 % more instructions and 4-5x the branch mispredictions on rows that go anywhere
-    /// (callgrind, benches/shapes). The widening checks (after one check only) cut 1-11 % of
-    /// the instructions of leaf-wise cells (lgb_l63_t300: 9 % and 11 %).
+    /// Walks a group of N trees from `start` in lockstep to its leaves. A leaf-wise tree
+    /// (LightGBM's) is deeper than its leaf count needs: after the levels a balanced tree of
+    /// the deepest tree's leaves would take (plus one; `GroupStart::first_check`), a check
+    /// whether every tree of the group has reached its leaf, as they all have when rows go
+    /// down short paths; if not, checks again 2, 4, 8 ... levels further on. Few checks, not
+    /// one per level: a check per level cost 12-30 % more instructions and 4-5x the branch
+    /// mispredictions on rows that go anywhere (callgrind, benches/shapes). The widening
+    /// checks (after one check only) cut 1-11 % of the instructions of leaf-wise cells
+    /// (lgb_l63_t300: 9 % and 11 %).
     #[inline(always)]
-    fn walk_group<const CAT: bool, const RARE: bool, const NAN: bool, const N: usize>(&self, group: &[TreeSpec], x: &[f32]) -> [usize; N] {
-        let mut at = [0usize; N];
-        let mut steps = 0;
-        for k in 0..N {
-            at[k] = node_offset(group[k].root);
-            steps = steps.max(group[k].depth as u32);
-        }
-        // A NODES tree of n nodes has (n + 1) / 2 leaves; a balanced tree of that many leaves
-        // is ceil(log2(leaves)) deep. The writer sorts trees deepest first, so group[0] is the
-        // deepest (an artifact ordered otherwise only checks at a less useful level).
-        let leaves = group[0].end.saturating_sub(group[0].root).div_ceil(2).max(1);
-        let check_at = (u32::BITS - (leaves - 1).leading_zeros()) + 1;
+    fn walk_group<const CAT: bool, const RARE: bool, const NAN: bool, const N: usize>(&self, start: &GroupStart, x: &[f32]) -> [usize; N] {
+        let mut at: [usize; N] = core::array::from_fn(|k| start.roots[k] as usize);
+        let steps = start.steps;
         // One loop run from check to check: a closure for the step, called from two loops, was
         // left out of line by LLVM (one call per level), and an `#[inline(always)]` method
         // cost 6 % more instructions on lgb_3class_t40_l5.
-        let (mut level, mut stop, mut gap) = (0, steps.min(check_at), 2);
+        let (mut level, mut stop, mut gap) = (0, start.first_check, 2);
         loop {
             for _ in level..stop {
                 for a in at.iter_mut() {
@@ -501,8 +498,9 @@ impl<'a> TreeEnsemble<'a> {
     /// The walk's node at byte offset `at`.
     #[inline(always)]
     fn walk_node(&self, at: usize) -> Node {
-        // SAFETY: `at` is `node_offset` of a node of a validated tree: roots, and children
-        // (checked to lie inside their tree) through `left` and the node after it. Every such
+        // SAFETY: `at` is `walk::node_offset` of a node of a validated tree: roots (in the
+        // group starts `Walk::build` made from the validated trees), and children (checked to
+        // lie inside their tree) through `left` and the node after it. Every such
         // offset is a whole node inside `walk_nodes`, which is as aligned as `Node`.
         unsafe { *self.walk_nodes.as_ptr().byte_add(at) }
     }
@@ -600,18 +598,6 @@ impl<'a> TreeEnsemble<'a> {
         // SAFETY: each bitset lies in CAT_WORDS (validated).
         word < split.n_words as usize && unsafe { *self.cat_words.get_unchecked(split.word_offset as usize + word) } >> (c % 32) & 1 == 1
     }
-}
-
-/// The size of a node: the walk's byte offsets step by it.
-pub(crate) const NODE_BYTES: usize = core::mem::size_of::<Node>();
-
-/// Node `index`'s byte offset in `walk_nodes`, which starts with one node of padding. Wrapping
-/// in u32 on purpose: a leaf's `left` is its index − 1, and node 0's −1 must land on the
-/// padding at offset 0 (see `validate::walk_nodes`); `MAX_NODES` keeps every real node's
-/// offset within a u32, so nothing else wraps, on wasm32 (32-bit usize) as natively.
-#[inline(always)]
-pub(crate) const fn node_offset(index: u32) -> usize {
-    index.wrapping_add(1).wrapping_mul(NODE_BYTES as u32) as usize
 }
 
 /// Whether any value is NaN. A fold, not `any`: `any` stops at the first NaN and so is a loop

@@ -3,7 +3,8 @@
 //! enforced here (the list is in `docs/artifact-format.md`).
 
 use super::bitvectors::Bitvectors;
-use super::{node_offset, TreeEnsemble};
+use super::walk::Walk;
+use super::TreeEnsemble;
 use crate::artifact::layout::*;
 use crate::artifact::{checksum, ArtifactError as E};
 use bytemuck::{pod_read_unaligned, Pod};
@@ -17,8 +18,8 @@ pub struct Model {
     words: Vec<u64>,
     len: usize,
     parts: Parts,
-    /// The nodes as the walk reads them (see [`walk_nodes`]).
-    walk_nodes: Vec<Node>,
+    /// What the lockstep walk reads besides the row (see `walk.rs`).
+    walk: Walk,
     bitvectors: Option<Bitvectors>,
 }
 
@@ -43,16 +44,17 @@ impl Model {
         let len = bytes.len();
         let aligned = &bytemuck::cast_slice::<u64, u8>(&words)[..len];
         let parts = validate(aligned)?;
-        let walk_nodes = walk_nodes(bytemuck::cast_slice(&aligned[parts.ranges[5].clone()]));
-        let bitvectors = Bitvectors::build(&view(aligned, &parts, &walk_nodes, None), false);
-        Ok(Model { words, len, parts, walk_nodes, bitvectors })
+        let trees: &[TreeSpec] = bytemuck::cast_slice(&aligned[parts.ranges[4].clone()]);
+        let walk = Walk::build(bytemuck::cast_slice(&aligned[parts.ranges[5].clone()]), &trees[..parts.n_walked]);
+        let bitvectors = Bitvectors::build(&view(aligned, &parts, &walk, None), false);
+        Ok(Model { words, len, parts, walk, bitvectors })
     }
 
     /// This model with QuickScorer's bitvectors on every row they can score, whatever the
     /// cost model says: for tests and the fuzz oracle, which compare them with the walk.
     #[doc(hidden)]
     pub fn with_bitvectors_on_every_row(mut self) -> Model {
-        self.bitvectors = Bitvectors::build(&view(self.as_bytes(), &self.parts, &self.walk_nodes, None), true);
+        self.bitvectors = Bitvectors::build(&view(self.as_bytes(), &self.parts, &self.walk, None), true);
         self
     }
 
@@ -70,25 +72,13 @@ impl Model {
 
     /// The evaluator's view of the bytes.
     pub fn ensemble(&self) -> TreeEnsemble<'_> {
-        view(self.as_bytes(), &self.parts, &self.walk_nodes, self.bitvectors.as_ref())
+        view(self.as_bytes(), &self.parts, &self.walk, self.bitvectors.as_ref())
     }
-}
-
-/// The walk's copy of the validated `nodes`: one node of padding, then node `i` at byte offset
-/// `(i + 1) * NODE_BYTES`, its `left` rewritten as that child's byte offset. A step is then a
-/// load at an offset and a select between `left` and `left + NODE_BYTES`; with indices it also
-/// multiplied by 12 and zero-extended, and in wasm `i32.mul` (see `TreeEnsemble::step`). The
-/// padding is for leaves, which step to themselves through `left` = their index − 1: node 0's
-/// is −1 (wrapping), and its offset 0. `MAX_NODES` keeps every offset within a u32.
-fn walk_nodes(nodes: &[Node]) -> Vec<Node> {
-    let padding = Node { payload: 0, feature: 0, flags: node::LEAF, left: 0 };
-    // `node_offset` computes in u32, so the cast back is exact.
-    core::iter::once(padding).chain(nodes.iter().map(|&n| Node { left: node_offset(n.left) as u32, ..n })).collect()
 }
 
 /// Slices validated bytes into the evaluator's view. Only called with `parts` that `validate`
 /// returned for these very bytes, so every cast lines up.
-fn view<'a>(bytes: &'a [u8], p: &Parts, walk_nodes: &'a [Node], bitvectors: Option<&'a Bitvectors>) -> TreeEnsemble<'a> {
+fn view<'a>(bytes: &'a [u8], p: &Parts, walk: &'a Walk, bitvectors: Option<&'a Bitvectors>) -> TreeEnsemble<'a> {
     let r = |k: usize| &bytes[p.ranges[k].clone()];
     TreeEnsemble {
         meta: p.meta,
@@ -103,7 +93,8 @@ fn view<'a>(bytes: &'a [u8], p: &Parts, walk_nodes: &'a [Node], bitvectors: Opti
         base: bytemuck::cast_slice(r(3)),
         trees: bytemuck::cast_slice(r(4)),
         nodes: bytemuck::cast_slice(r(5)),
-        walk_nodes,
+        walk_nodes: &walk.nodes,
+        walk_groups: &walk.groups,
         leaves: bytemuck::cast_slice(r(6)),
         cat_splits: bytemuck::cast_slice(r(7)),
         cat_words: bytemuck::cast_slice(r(8)),
