@@ -602,10 +602,18 @@ impl<'a> TreeEnsemble<'a> {
 
 /// Whether any value is NaN. A fold, not `any`: `any` stops at the first NaN and so is a loop
 /// of one compare and one branch per value (~200 instructions per row of 30 features, 15 % of
-/// a 10-tree model's row); without the early exit the compiler compares four at a time.
+/// a 10-tree model's row); without the early exit the compiler compares eight at a time. The
+/// last eight go again, overlapping, where the length is not a multiple of 8: the compiler's
+/// own tail took them one at a time, 7 instructions each natively (42 of a 30-feature row's
+/// ~90). Written for both targets: an array of eight flags or-ed in lanes was as good natively
+/// and cost wasm (no SIMD) 6 % of a 10-tree row.
 #[inline(always)]
 fn any_nan(x: &[f32]) -> bool {
-    x.iter().fold(false, |seen, v| seen | v.is_nan())
+    let nan = |values: &[f32]| values.iter().fold(false, |seen, v| seen | v.is_nan());
+    match x.last_chunk::<8>() {
+        Some(last) => nan(&x[..x.len() / 8 * 8]) | nan(last),
+        None => nan(x),
+    }
 }
 
 /// `v == v.trunc()` (false for NaN) without calling `truncf`: x86-64's baseline has no SSE4.1
@@ -626,6 +634,25 @@ mod tests {
         let sweep = (0..=u32::MAX).step_by(65_521).map(f32::from_bits);
         for v in edges.into_iter().chain(sweep) {
             assert_eq!(super::is_integer(v), v == v.trunc(), "{v:e} ({:#010x})", v.to_bits());
+        }
+    }
+
+    #[test]
+    fn any_nan_sees_a_nan_at_every_position_of_every_length() {
+        // Lengths below, at and past the chunks of 8, so that the overlapping last chunk and
+        // the short row are covered; signalling and negative NaNs too.
+        for len in 0..=35 {
+            let mut row: Vec<f32> = (0..len).map(|i| i as f32 - 3.5).collect();
+            assert!(!super::any_nan(&row), "len {len}: no NaN");
+            for at in 0..len {
+                for nan in [f32::NAN, -f32::NAN, f32::from_bits(0x7f80_0001)] {
+                    let kept = core::mem::replace(&mut row[at], nan);
+                    assert!(super::any_nan(&row), "len {len}: NaN {:#010x} at {at}", nan.to_bits());
+                    row[at] = kept;
+                }
+            }
+            row.push(f32::INFINITY);
+            assert!(!super::any_nan(&row[..len]) && !super::any_nan(&row), "len {len}: infinities are not NaN");
         }
     }
 }
