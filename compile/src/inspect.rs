@@ -25,6 +25,9 @@ pub struct Report {
     pub features_used: Vec<FeatureUse>,
     pub categorical_features: Vec<CategoricalFeature>,
     pub size_bytes: usize,
+    /// The walk's copy of the nodes (addressed by byte offset) and its group starts, made at
+    /// load: memory in each loaded copy, on top of `size_bytes`.
+    pub walk_bytes: usize,
     /// QuickScorer's bitvectors, built at load where rows far out on every feature gain from
     /// them (`null`: every row takes the lockstep walk). Memory in each loaded copy, on top
     /// of `size_bytes`.
@@ -104,6 +107,7 @@ pub fn report(e: &TreeEnsemble) -> Report {
         features_used,
         categorical_features,
         size_bytes: e.size_bytes(),
+        walk_bytes: e.walk_bytes(),
         bitvectors: e.bitvectors_size(),
         checksum: format!("{:016x}", e.checksum()),
         base_score: e.base_score().to_vec(),
@@ -151,6 +155,7 @@ pub fn render_text(r: &Report) -> String {
     let hist: Vec<String> = r.depth_histogram.iter().enumerate().filter(|(_, &c)| c > 0).map(|(d, c)| format!("{d}:{c}")).collect();
     line("depth histogram", hist.join(" "));
     line("size", format!("{} bytes", r.size_bytes));
+    line("walk copy", format!("{} bytes per loaded copy (the nodes by byte offset, group starts)", r.walk_bytes));
     line(
         "far-out rows",
         match &r.bitvectors {

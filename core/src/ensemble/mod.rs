@@ -102,6 +102,11 @@ impl<'a> TreeEnsemble<'a> {
     pub fn size_bytes(&self) -> usize {
         self.len
     }
+    /// The memory of the walk's own copy of the nodes and its group starts (`walk.rs`), made
+    /// at load: in each loaded copy, on top of the artifact's bytes.
+    pub fn walk_bytes(&self) -> usize {
+        core::mem::size_of_val(self.walk_nodes) + core::mem::size_of_val(self.walk_groups)
+    }
     pub fn trees(&self) -> &'a [TreeSpec] {
         self.trees
     }
