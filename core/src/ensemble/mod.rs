@@ -366,24 +366,26 @@ impl<'a> TreeEnsemble<'a> {
     fn walk_lockstep<const CAT: bool, const RARE: bool, const NAN: bool, const RICH: bool>(
         &self, walked: &[TreeSpec], x: &[f32], single: bool, sum: &mut f64, acc: &mut [f64],
     ) {
-        // `Walk::build` made one start per group, in this order (`walk::Walk::groups`).
+        // `Walk::build` made one start per non-empty group of `split_groups`, in its order.
+        let (full, four, two, one) = walk::split_groups(walked);
         let mut starts = self.walk_groups.iter();
-        let (full, rest) = walked.split_at(walked.len() / LANES * LANES);
         for (group, start) in full.chunks_exact(LANES).zip(starts.by_ref().take(full.len() / LANES)) {
             self.walk_and_add::<CAT, RARE, NAN, RICH, LANES>(group, start, x, single, sum, acc);
         }
-        // The last trees (fewer than LANES, the shallowest: the writer sorts deepest first) in
-        // lockstep groups of 4 and 2, then alone: walked one by one, each is a chain of
-        // dependent loads, which a 10-tree model (8 + 2) paid for on every row.
-        let (four, rest) = rest.split_at(rest.len() & 4);
-        if let Some(start) = (!four.is_empty()).then(|| starts.next()).flatten() {
-            self.walk_and_add::<CAT, RARE, NAN, RICH, 4>(four, start, x, single, sum, acc);
+        // The last trees (fewer than LANES) in lockstep groups of 4 and 2, then alone: walked
+        // one by one, each is a chain of dependent loads, which a 10-tree model (8 + 2) paid
+        // for on every row.
+        if !four.is_empty() {
+            if let Some(start) = starts.next() {
+                self.walk_and_add::<CAT, RARE, NAN, RICH, 4>(four, start, x, single, sum, acc);
+            }
         }
-        let (two, rest) = rest.split_at(rest.len() & 2);
-        if let Some(start) = (!two.is_empty()).then(|| starts.next()).flatten() {
-            self.walk_and_add::<CAT, RARE, NAN, RICH, 2>(two, start, x, single, sum, acc);
+        if !two.is_empty() {
+            if let Some(start) = starts.next() {
+                self.walk_and_add::<CAT, RARE, NAN, RICH, 2>(two, start, x, single, sum, acc);
+            }
         }
-        if let (Some(tree), Some(start)) = (rest.first(), starts.next()) {
+        if let (Some(tree), Some(start)) = (one.first(), starts.next()) {
             let mut at = start.roots[0] as usize;
             for _ in 0..start.steps {
                 at = self.step::<CAT, RARE, NAN>(at, x);

@@ -42,9 +42,7 @@ pub(crate) struct Walk {
     /// leaves, which step to themselves through `left` = their index − 1: node 0's is −1
     /// (wrapping), and its offset 0.
     pub nodes: Vec<Node>,
-    /// One per group, in the order `TreeEnsemble::walk_lockstep` walks them: the walked trees
-    /// in chunks of `LANES`, then of the rest a group of 4, of 2, and a last tree alone (each
-    /// only if there are trees for it). The writer sorts trees deepest first.
+    /// One per non-empty group of [`split_groups`], in its order.
     pub groups: Vec<GroupStart>,
 }
 
@@ -54,13 +52,22 @@ impl Walk {
         let padding = Node { payload: 0, feature: 0, flags: node::LEAF, left: 0 };
         // `node_offset` computes in u32, so the cast back is exact.
         let nodes = core::iter::once(padding).chain(nodes.iter().map(|&n| Node { left: node_offset(n.left) as u32, ..n })).collect();
-        let full = walked.len() / LANES * LANES;
-        let rest = &walked[full..];
-        let (four, rest) = rest.split_at(rest.len() & 4);
-        let (two, one) = rest.split_at(rest.len() & 2);
-        let groups = walked[..full].chunks_exact(LANES).chain([four, two, one]).filter(|g| !g.is_empty()).map(group_start).collect();
+        let (full, four, two, one) = split_groups(walked);
+        let groups = full.chunks_exact(LANES).chain([four, two, one]).filter(|g| !g.is_empty()).map(group_start).collect();
         Walk { nodes, groups }
     }
+}
+
+/// The walked trees as the walk groups them: whole groups of `LANES`, then of the rest (the
+/// shallowest: the writer sorts deepest first) a group of 4, one of 2 and a last tree, each
+/// possibly empty. The one place the grouping is decided: `Walk::build` makes a start for each
+/// non-empty group in this order, and `TreeEnsemble::walk_lockstep` walks them in it.
+#[inline(always)]
+pub(crate) fn split_groups(walked: &[TreeSpec]) -> (&[TreeSpec], &[TreeSpec], &[TreeSpec], &[TreeSpec]) {
+    let (full, rest) = walked.split_at(walked.len() / LANES * LANES);
+    let (four, rest) = rest.split_at(rest.len() & 4);
+    let (two, one) = rest.split_at(rest.len() & 2);
+    (full, four, two, one)
 }
 
 fn group_start(group: &[TreeSpec]) -> GroupStart {
