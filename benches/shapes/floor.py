@@ -28,7 +28,7 @@ from . import train
 from .cells import select
 from .peers import edgescore, lleaves, tl2cgen, wasm
 from .peers.harness import ROOT
-from .rows import N_ROWS, ROW_SETS
+from .rows import ROW_SETS
 
 EVENTS = ("Ir", "Bc", "Bcm", "D1mr")
 # The function each peer scores a row in, as callgrind names it: the first of these found.
@@ -114,6 +114,7 @@ def count_cell(cell, scratch: Path, a) -> list[dict]:
     if t is None:
         sys.exit(f"{cell.name}: not trained yet (run benches.shapes.run --cells {cell.name} first)")
     d = Path(t["dir"])
+    n_rows = t["rows"]
     builds = {}
     scratch.mkdir(parents=True)
     if tl2cgen.applies(cell) and not a.no_compiled:
@@ -125,16 +126,16 @@ def count_cell(cell, scratch: Path, a) -> list[dict]:
         env = {"EDGESCORE_PASSES": "1", "PATH": "/usr/bin:/bin"}
         # peer-native: a warm-up pass and one timed pass; the C harnesses likewise with a
         # budget too small for a second pass.
-        found = {"edgescore": counts([a.peer_native, d / t["model"], d / f"{rs}.csv"], FUNCTION["edgescore"], 2 * N_ROWS, env)}
+        found = {"edgescore": counts([a.peer_native, d / t["model"], d / f"{rs}.csv"], FUNCTION["edgescore"], 2 * n_rows, env)}
         if a.wasm:
             # The JIT compile runs under valgrind too (a minute for a large model); only the
             # two pass functions are counted.
             text = profile([wasm.RUNNER, esm, a.guest, d / f"{rs}.csv", 0], env)
-            found["native"] = per_call(text, ("shape_wasm::native_passes",), N_ROWS, wasm.RUNNER)
-            found["wasm"] = per_call(text, ("shape_wasm::wasm_passes",), N_ROWS, wasm.RUNNER)
+            found["native"] = per_call(text, ("shape_wasm::native_passes",), n_rows, wasm.RUNNER)
+            found["wasm"] = per_call(text, ("shape_wasm::wasm_passes",), n_rows, wasm.RUNNER)
         for peer, exe in builds.items():
             extra = [t["outputs"]] if peer == "lleaves" else []
-            found[peer] = counts([exe, d / f"{rs}.f32", t["features"], "1e-9", 0, *extra], FUNCTION[peer], 2 * N_ROWS)
+            found[peer] = counts([exe, d / f"{rs}.f32", t["features"], "1e-9", 0, *extra], FUNCTION[peer], 2 * n_rows)
         for peer, c in found.items():
             rows_out.append({"cell": cell.name, "rows": rs, "peer": peer, **c})
             print(f"{cell.name:22} {rs:8} {peer:10} " + "  ".join(f"{e} {c[e]:>9,.1f}" for e in EVENTS), flush=True)

@@ -6,7 +6,8 @@
   exactly the maximum seen: beyond most thresholds, as request counts and lengths often are.
   Categorical features keep their training distribution.
 
-Rows are float32, NaN = missing, written once per cell as a raw row-major matrix (`.f32`, for
+Each set has `Cell.bench_rows` rows (1,000-100,000: a pass scores at least 2 M trees, so that the
+CPU cannot learn it; cells.py). Rows are float32, NaN = missing, written once per cell as a raw row-major matrix (`.f32`, for
 the C harnesses) and as CSV (`.csv`, header f0..fN-1, empty cell = NaN, for edgescore).
 """
 
@@ -19,7 +20,6 @@ import numpy as np
 from .cells import Data
 
 ROW_SETS = ("between", "skewed")
-N_ROWS = 1000
 
 
 def feature_names(d: Data) -> list[str]:
@@ -74,14 +74,15 @@ def training_set(d: Data, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     return X, labels(d, X, seed)
 
 
-def bench_rows(d: Data, X_train: np.ndarray, seed: int = 1) -> dict[str, np.ndarray]:
+def bench_rows(d: Data, X_train: np.ndarray, n: int, seed: int = 1) -> dict[str, np.ndarray]:
+    """`n` rows per set (`Cell.bench_rows`)."""
     rng = np.random.default_rng(seed)
-    between = draw(d, N_ROWS, rng)
-    skewed = draw(d, N_ROWS, rng)
+    between = draw(d, n, rng)
+    skewed = draw(d, n, rng)
     for j in range(n_numeric(d)):
         col = X_train[:, j][~np.isnan(X_train[:, j])]
-        q = np.quantile(col, rng.uniform(0.97, 1.0, N_ROWS))
-        q[rng.random(N_ROWS) < 0.1] = col.max()
+        q = np.quantile(col, rng.uniform(0.97, 1.0, n))
+        q[rng.random(n) < 0.1] = col.max()
         keep_missing = np.isnan(skewed[:, j])
         skewed[:, j] = np.where(keep_missing, np.nan, q)
     return {"between": np.ascontiguousarray(between), "skewed": np.ascontiguousarray(skewed)}

@@ -47,7 +47,7 @@ from .peers import (
     xgboost_capi,
 )
 from .peers.harness import NICE, ROOT, NotApplicable, max_diff, measure
-from .rows import N_ROWS, ROW_SETS
+from .rows import ROW_SETS
 
 HERE = Path(__file__).resolve().parent
 PEERS = [edgescore, tl2cgen, lleaves, lightgbm_capi, xgboost_capi, onnxruntime]
@@ -93,7 +93,7 @@ def check(p, trained: dict) -> tuple[str, str, dict]:
     for rs in ROW_SETS:
         expected = np.load(Path(trained["dir"]) / f"{rs}.expected.npy")
         try:
-            preds = p.check(rs) if p.check else measure(p, rs, 0.001, N_ROWS)["preds"]
+            preds = p.check(rs) if p.check else measure(p, rs, 0.001, len(expected))["preds"]
             diffs[rs] = max_diff(preds, expected)
         except Exception as e:  # noqa: BLE001 - a peer that cannot run is reported, not fatal
             return "failed", str(e).strip().splitlines()[-1][:300], diffs
@@ -228,7 +228,7 @@ def main() -> int:
     elapsed = time.monotonic() - t_start
     cmd = " ".join([".venv/bin/python -m benches.shapes.run", *sys.argv[1:]])
     doc = {"date": started.isoformat(timespec="seconds"), "host": platform.node(), "cpus": os.cpu_count(),
-           "command": cmd, "seconds": seconds, "rounds": rounds, "rows": N_ROWS, "tolerance": TOLERANCE,
+           "command": cmd, "seconds": seconds, "rounds": rounds, "rows": {c.name: c.bench_rows for c in cells}, "tolerance": TOLERANCE,
            "loadavg_before": load_before, "loadavg_after": os.getloadavg(), "wall_s": elapsed,
            "versions": train.versions(),
            "cells": {c.name: {"spec": c.spec(), "total_trees": c.total_trees, "trained": trained[c.name],
@@ -240,13 +240,22 @@ def main() -> int:
     return 0
 
 
+def row_counts(rows: int | dict[str, int]) -> str:
+    """The rows per set of a run: one number (runs before the counts depended on the cell) or
+    the range of the cells'."""
+    if isinstance(rows, int):
+        return f"{rows:,}"
+    low, high = min(rows.values()), max(rows.values())
+    return f"{low:,}" if low == high else f"{low:,}-{high:,}"
+
+
 def render(doc: dict, write_readme: bool) -> None:
     """The report of a run (its JSON document): printed, the heat map, and the README section."""
     cells = select(list(doc["cells"]))
     started = _dt.datetime.fromisoformat(doc["date"])
     header = (f"{started:%Y-%m-%d %H:%M %Z}, {doc['host']} ({doc['cpus']} CPUs, load average "
               f"{doc['loadavg_before'][0]:.1f} before, {doc['loadavg_after'][0]:.1f} after), {len(cells)} cells x "
-              f"{len(ROW_SETS)} row sets x {doc['rows']} rows, {doc['seconds']:g} s per peer x {doc['rounds']} "
+              f"{len(ROW_SETS)} row sets x {row_counts(doc['rows'])} rows, {doc['seconds']:g} s per peer x {doc['rounds']} "
               f"interleaved rounds (median), {doc['wall_s'] / 60:.1f} min wall")
     results = {c: doc["cells"][c]["results"] for c in doc["cells"]}
     plain = {c: {rs: {k: v for k, v in results[c][rs].items() if k != "ratios"} for rs in ROW_SETS} for c in results}

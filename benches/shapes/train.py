@@ -142,13 +142,13 @@ def train(cell: Cell) -> dict:
     train_s = time.perf_counter() - t0
     names = R.feature_names(d)
     n_outputs = None
-    for set_name, rows in R.bench_rows(d, X).items():
+    for set_name, rows in R.bench_rows(d, X, cell.bench_rows).items():
         R.write(rows, names, out / set_name)
         expected = reported(predict(rows), d.classes)
         n_outputs = expected.shape[1]
         np.save(out / f"{set_name}.expected.npy", expected)
     meta = {"cell": cell.spec(), "versions": versions(), "model": model.name, "train_s": train_s,
-            "features": d.features, "outputs": n_outputs, "rows": R.N_ROWS}
+            "features": d.features, "outputs": n_outputs, "rows": cell.bench_rows}
     (out / "meta.json").write_text(json.dumps(meta, indent=2))
     return {**meta, "dir": str(out)}
 
