@@ -47,8 +47,8 @@ fn inspect_reports_the_bitvectors_and_their_memory() {
 }
 
 /// `inspect` gives the memory of the walk's own copy of the nodes (12 bytes a node, one node of
-/// padding) and its group starts (40 bytes for each lockstep group: of 8 trees, then of 4, 2
-/// and 1 for the rest), made at load on top of the artifact's bytes.
+/// padding) and its group starts (40 bytes for each whole lockstep group of 8 trees and one
+/// for the rest), made at load on top of the artifact's bytes.
 #[test]
 fn inspect_reports_the_walk_copy_and_its_memory() {
     use edgescore_core::artifact::layout::tree_layout;
@@ -58,7 +58,7 @@ fn inspect_reports_the_walk_copy_and_its_memory() {
         let r = edgescore_compile::inspect::report(&e);
         let nodes = 12 * (e.nodes().len() + 1);
         let walked = e.trees().iter().filter(|t| t.layout == tree_layout::NODES).count();
-        let groups = walked / 8 + (walked % 8).count_ones() as usize;
+        let groups = walked.div_ceil(8);
         // A group start: 8 roots, the depth and the first check's level, 4 bytes each.
         assert_eq!(r.walk_bytes, nodes + 40 * groups, "{}: {} nodes, {walked} walked trees", f.name, e.nodes().len());
         let text = edgescore_compile::inspect::render_text(&r);

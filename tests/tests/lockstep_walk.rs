@@ -3,8 +3,9 @@
 //! checks again 2, 4, ... levels further (`TreeEnsemble::walk_group`; the rows below end the
 //! spines, 2 to 14 deep, before, at and between those checks). Rows that stop early, rows that
 //! go on, and rows where only some trees of a group are done must all score exactly as the
-//! IR's reference reading. The trees past the last full group are walked in groups of 4, 2
-//! and 1: every count of them too.
+//! IR's reference reading. The trees past the last full group are walked with it, in one
+//! group of up to 15 lanes (rounded up to an even count: the extra lane walks the last tree
+//! again), and alone when there is no full group: every count of them too.
 
 use edgescore_compile::ir::{self, ModelIr, Test, Tree};
 use edgescore_compile::write::write;
@@ -55,8 +56,8 @@ fn spines_score_exactly_whether_the_group_stops_early_or_not() {
 
 #[test]
 fn every_count_of_trees_past_the_last_full_group_scores_exactly() {
-    // 1 to 7 trees alone, then 8 plus each remainder (4, 2 and 1 in every combination).
-    for n_trees in 1..=15 {
+    // 1 to 7 trees alone, then 8 plus each remainder, then two full groups plus each.
+    for n_trees in (1..=15).chain(17..=23) {
         assert_scores_as_reference(&spines(n_trees, 1));
     }
 }

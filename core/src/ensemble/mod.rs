@@ -366,48 +366,75 @@ impl<'a> TreeEnsemble<'a> {
     fn walk_lockstep<const CAT: bool, const RARE: bool, const NAN: bool, const RICH: bool>(
         &self, walked: &[TreeSpec], x: &[f32], single: bool, sum: &mut f64, acc: &mut [f64],
     ) {
-        // `Walk::build` made one start per non-empty group of `split_groups`, in its order.
-        let (full, four, two, one) = walk::split_groups(walked);
-        let mut starts = self.walk_groups.iter();
-        for (group, start) in full.chunks_exact(LANES).zip(starts.by_ref().take(full.len() / LANES)) {
-            self.walk_and_add::<CAT, RARE, NAN, RICH, LANES>(group, start, x, single, sum, acc);
+        // `Walk::build` made one start per whole group of `split_groups`, then one for the rest.
+        let (full, rest) = walk::split_groups(walked);
+        // The rest (fewer than LANES trees) is walked with the last whole group, in one group of
+        // up to 2 * LANES - 1 trees. Walked after it, on its own (in groups of 4, 2 and 1 until
+        // the seventeenth session), it was one more chain of dependent loads that the CPU could
+        // not start early: the whole group's ~400 instructions fill its reorder buffer. A
+        // 10-tree model (8 + 2) waited on two chains a row; joined, it takes 0.75-0.80 of the
+        // time, 5 to 15 trees 0.72-0.92 (benches/shapes/ab.py and README).
+        //
+        // The lanes are rounded up to an even count, the extra lane walking the last tree again
+        // (its leaf is not added): one copy of the walk per even count, not per count, keeps
+        // the filter's .wasm at 1.23 MB (1.42 MB with one per count, 1.09 MB before) and V8's
+        // whole compile of it at 1.3x its time before (1.8x with one per count).
+        //
+        // In the wasm engines (Cranelift, V8's TurboFan) a group of more than 8 lanes spills
+        // more than natively: joined, 100-300 trees took 1.01-1.04x the time where natively
+        // they take 0.95-0.99x. There the rest joins only a model's single whole group, where
+        // its chain was the row's to wait on (10 trees: 0.89-0.97x in both engines).
+        let whole = full.len() / LANES;
+        let join = !rest.is_empty() && (cfg!(not(target_arch = "wasm32")) || whole == 1);
+        let alone = if join { whole - 1 } else { whole };
+        let (alone_trees, joined) = walked.split_at(alone * LANES);
+        let (alone_starts, starts) = self.walk_groups.split_at(alone.min(self.walk_groups.len()));
+        for (group, start) in alone_trees.chunks_exact(LANES).zip(alone_starts) {
+            self.walk_and_add::<CAT, RARE, NAN, RICH, LANES>(group, &[*start], x, single, sum, acc);
         }
-        // The last trees (fewer than LANES) in lockstep groups of 4 and 2, then alone: walked
-        // one by one, each is a chain of dependent loads, which a 10-tree model (8 + 2) paid
-        // for on every row.
-        if !four.is_empty() {
-            if let Some(start) = starts.next() {
-                self.walk_and_add::<CAT, RARE, NAN, RICH, 4>(four, start, x, single, sum, acc);
-            }
-        }
-        if !two.is_empty() {
-            if let Some(start) = starts.next() {
-                self.walk_and_add::<CAT, RARE, NAN, RICH, 2>(two, start, x, single, sum, acc);
-            }
-        }
-        if let (Some(tree), Some(start)) = (one.first(), starts.next()) {
-            let mut at = start.roots[0] as usize;
-            for _ in 0..start.steps {
-                at = self.step::<CAT, RARE, NAN>(at, x);
-            }
-            self.add_tree::<RICH>(single, sum, tree.output, at, x, acc);
+        match joined.len() {
+            0 => {}
+            1..=2 => self.walk_and_add::<CAT, RARE, NAN, RICH, 2>(joined, starts, x, single, sum, acc),
+            3..=4 => self.walk_and_add::<CAT, RARE, NAN, RICH, 4>(joined, starts, x, single, sum, acc),
+            5..=LANES => self.walk_and_add::<CAT, RARE, NAN, RICH, LANES>(joined, starts, x, single, sum, acc),
+            9..=10 => self.walk_and_add::<CAT, RARE, NAN, RICH, 10>(joined, starts, x, single, sum, acc),
+            11..=12 => self.walk_and_add::<CAT, RARE, NAN, RICH, 12>(joined, starts, x, single, sum, acc),
+            13..=14 => self.walk_and_add::<CAT, RARE, NAN, RICH, 14>(joined, starts, x, single, sum, acc),
+            _ => self.walk_and_add::<CAT, RARE, NAN, RICH, 16>(joined, starts, x, single, sum, acc),
         }
     }
 
-    /// Walks `group` (N trees) to its leaves and adds them in tree order.
+    /// Walks `group` (at most N trees, N <= 2 * LANES) to its leaves and adds them in tree
+    /// order. `starts` holds the group's start, or for N > LANES the start of its first LANES
+    /// trees and then of the rest; with fewer, the group is not walked (`Walk::build` makes
+    /// them). Lanes past the group's trees walk its last tree again (`GroupStart::roots`).
     #[inline(always)]
     fn walk_and_add<const CAT: bool, const RARE: bool, const NAN: bool, const RICH: bool, const N: usize>(
-        &self, group: &[TreeSpec], start: &GroupStart, x: &[f32], single: bool, sum: &mut f64, acc: &mut [f64],
+        &self, group: &[TreeSpec], starts: &[GroupStart], x: &[f32], single: bool, sum: &mut f64, acc: &mut [f64],
     ) {
-        let at = self.walk_group::<CAT, RARE, NAN, N>(start, x);
-        for k in 0..N {
-            self.add_tree::<RICH>(single, sum, group[k].output, at[k], x, acc);
+        let (first, then) = match starts {
+            [first, then, ..] if N > LANES => (first, then),
+            [first, ..] if N <= LANES => (first, first),
+            _ => return,
+        };
+        let roots = core::array::from_fn(|k| if k < LANES { first.roots[k] } else { then.roots[k - LANES] } as usize);
+        // Every tree must reach its leaf: the deeper of the two starts' depths. The first
+        // check comes where the first start's deepest tree (the group's deepest, in the
+        // writer's order) would have it.
+        let steps = first.steps.max(then.steps);
+        let at = self.walk_group::<CAT, RARE, NAN, N>(roots, steps, first.first_check.min(steps), x);
+        // Over the N lanes, not the group's trees: a loop of constant length is unrolled (a
+        // loop over the trees cost 11 instructions a tree, 10 % of a 10-tree row).
+        for (k, &at) in at.iter().enumerate() {
+            if let Some(tree) = group.get(k) {
+                self.add_tree::<RICH>(single, sum, tree.output, at, x, acc);
+            }
         }
     }
 
-    /// Walks a group of N trees from `start` in lockstep to its leaves. A leaf-wise tree
+    /// Walks a group of N trees from `roots` in lockstep to its leaves. A leaf-wise tree
     /// (LightGBM's) is deeper than its leaf count needs: after the levels a balanced tree of
-    /// the deepest tree's leaves would take (plus one; `GroupStart::first_check`), a check
+    /// the deepest tree's leaves would take (plus one; `first_check`), a check
     /// whether every tree of the group has reached its leaf, as they all have when rows go
     /// down short paths; if not, checks again 2, 4, 8 ... levels further on. Few checks, not
     /// one per level: a check per level cost 12-30 % more instructions and 4-5x the branch
@@ -415,20 +442,21 @@ impl<'a> TreeEnsemble<'a> {
     /// checks (after one check only) cut 1-11 % of the instructions of leaf-wise cells
     /// (lgb_l63_t300: 9 % and 11 %).
     #[inline(always)]
-    fn walk_group<const CAT: bool, const RARE: bool, const NAN: bool, const N: usize>(&self, start: &GroupStart, x: &[f32]) -> [usize; N] {
-        let mut at: [usize; N] = core::array::from_fn(|k| start.roots[k] as usize);
-        let steps = start.steps;
+    fn walk_group<const CAT: bool, const RARE: bool, const NAN: bool, const N: usize>(
+        &self, roots: [usize; N], steps: u32, first_check: u32, x: &[f32],
+    ) -> [usize; N] {
+        let mut at = roots;
         // One loop run from check to check: a closure for the step, called from two loops, was
         // left out of line by LLVM (one call per level), and an `#[inline(always)]` method
         // cost 6 % more instructions on lgb_3class_t40_l5.
-        let (mut level, mut stop, mut gap) = (0, start.first_check, 2);
+        let (mut run, mut left, mut gap) = (first_check, steps.saturating_sub(first_check), 2);
         loop {
-            for _ in level..stop {
+            for _ in 0..run {
                 for a in at.iter_mut() {
                     *a = self.step::<CAT, RARE, NAN>(*a, x);
                 }
             }
-            if stop == steps {
+            if left == 0 {
                 return at;
             }
             let mut leaf = node::LEAF;
@@ -438,7 +466,8 @@ impl<'a> TreeEnsemble<'a> {
             if leaf != 0 {
                 return at;
             }
-            (level, stop, gap) = (stop, (stop + gap).min(steps), gap * 2);
+            run = gap.min(left);
+            (left, gap) = (left - run, gap * 2);
         }
     }
 

@@ -23,7 +23,8 @@ pub(crate) const fn node_offset(index: u32) -> usize {
 /// check's level from the deepest tree's node count): 6 % of a row of 10 depth-6 trees.
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct GroupStart {
-    /// Each tree's root as a byte offset into the walk's nodes; unused lanes 0.
+    /// Each tree's root as a byte offset into the walk's nodes; lanes past the group's trees
+    /// repeat its last root.
     pub roots: [u32; LANES],
     /// Levels from the roots to the group's deepest leaf.
     pub steps: u32,
@@ -42,7 +43,7 @@ pub(crate) struct Walk {
     /// leaves, which step to themselves through `left` = their index − 1: node 0's is −1
     /// (wrapping), and its offset 0.
     pub nodes: Vec<Node>,
-    /// One per non-empty group of [`split_groups`], in its order.
+    /// One per whole group of [`split_groups`], then one for the rest if there is any.
     pub groups: Vec<GroupStart>,
 }
 
@@ -52,28 +53,27 @@ impl Walk {
         let padding = Node { payload: 0, feature: 0, flags: node::LEAF, left: 0 };
         // `node_offset` computes in u32, so the cast back is exact.
         let nodes = core::iter::once(padding).chain(nodes.iter().map(|&n| Node { left: node_offset(n.left) as u32, ..n })).collect();
-        let (full, four, two, one) = split_groups(walked);
-        let groups = full.chunks_exact(LANES).chain([four, two, one]).filter(|g| !g.is_empty()).map(group_start).collect();
+        let (full, rest) = split_groups(walked);
+        let groups = full.chunks_exact(LANES).chain([rest]).filter(|g| !g.is_empty()).map(group_start).collect();
         Walk { nodes, groups }
     }
 }
 
-/// The walked trees as the walk groups them: whole groups of `LANES`, then of the rest (the
-/// shallowest: the writer sorts deepest first) a group of 4, one of 2 and a last tree, each
-/// possibly empty. The one place the grouping is decided: `Walk::build` makes a start for each
-/// non-empty group in this order, and `TreeEnsemble::walk_lockstep` walks them in it.
+/// The walked trees as the walk groups them: whole groups of `LANES`, then the rest (fewer than
+/// `LANES`, the shallowest: the writer sorts deepest first), possibly empty. The one place the
+/// grouping is decided: `Walk::build` makes a start for each whole group and for a non-empty
+/// rest, in this order, and `TreeEnsemble::walk_lockstep` walks them in it (the rest together
+/// with the last whole group).
 #[inline(always)]
-pub(crate) fn split_groups(walked: &[TreeSpec]) -> (&[TreeSpec], &[TreeSpec], &[TreeSpec], &[TreeSpec]) {
-    let (full, rest) = walked.split_at(walked.len() / LANES * LANES);
-    let (four, rest) = rest.split_at(rest.len() & 4);
-    let (two, one) = rest.split_at(rest.len() & 2);
-    (full, four, two, one)
+pub(crate) fn split_groups(walked: &[TreeSpec]) -> (&[TreeSpec], &[TreeSpec]) {
+    walked.split_at(walked.len() / LANES * LANES)
 }
 
 fn group_start(group: &[TreeSpec]) -> GroupStart {
+    // Lanes past the group's trees walk its last tree again (see `TreeEnsemble::walk_lockstep`).
     let mut roots = [0; LANES];
-    for (root, tree) in roots.iter_mut().zip(group) {
-        *root = node_offset(tree.root) as u32;
+    for (k, root) in roots.iter_mut().enumerate() {
+        *root = group.get(k).or(group.last()).map_or(0, |tree| node_offset(tree.root) as u32);
     }
     let steps = group.iter().map(|t| t.depth as u32).max().unwrap_or(0);
     // A NODES tree of n nodes has (n + 1) / 2 leaves; a balanced tree of that many leaves is
