@@ -59,9 +59,10 @@ class Cell:
 
 
 # Every peer cycles through its rows (run.py), and a short cycle is learned: on 1,000 "between"
-# rows of a 10-tree model (60,000 branches a pass), an AMD EPYC's predictor (Zen 4) made tl2cgen 3.6x as
-# fast as on 100,000 fresh rows (36 ns against 132); with 100-300 trees, 6-12 % on 1,000 rows.
-# Timings level off from about 300,000 trees a pass (README, "Row sets"); 2,000,000 leaves margin.
+# rows of a 10-tree model (60,000 branches a pass), an AMD EPYC's branch predictor (Zen 4) made
+# tl2cgen 3.6x as fast as on 100,000 fresh rows (36 ns against 132); with 100-300 trees, 6-12 %
+# on 1,000 rows. Timings level off from about 300,000 trees a pass (README, "Row sets");
+# 2,000,000 leaves a margin.
 TREES_PER_PASS = 2_000_000
 
 

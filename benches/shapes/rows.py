@@ -6,9 +6,10 @@
   exactly the maximum seen: beyond most thresholds, as request counts and lengths often are.
   Categorical features keep their training distribution.
 
-Each set has `Cell.bench_rows` rows (1,000-100,000: a pass scores at least 2 M trees, so that the
-CPU cannot learn it; cells.py). Rows are float32, NaN = missing, written once per cell as a raw row-major matrix (`.f32`, for
-the C harnesses) and as CSV (`.csv`, header f0..fN-1, empty cell = NaN, for edgescore).
+Each set has `Cell.bench_rows` rows (1,000-100,000: a pass scores at least 2 M trees, so that
+the CPU cannot learn it; cells.py). Rows are float32, NaN = missing, written once per cell as a
+raw row-major matrix (`.f32`, for the C harnesses) and as CSV (`.csv`, header f0..fN-1, empty
+cell = NaN, for edgescore).
 """
 
 from __future__ import annotations

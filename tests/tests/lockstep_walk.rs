@@ -4,8 +4,9 @@
 //! spines, 2 to 14 deep, before, at and between those checks). Rows that stop early, rows that
 //! go on, and rows where only some trees of a group are done must all score exactly as the
 //! IR's reference reading. The trees past the last full group are walked with it, in one
-//! group of up to 15 lanes (rounded up to an even count: the extra lane walks the last tree
-//! again), and alone when there is no full group: every count of them too.
+//! group of up to 16 lanes (an even count: an extra lane walks the last tree again), and
+//! alone when there is no full group (in wasm, also after two or more): every count of them
+//! too.
 
 use edgescore_compile::ir::{self, ModelIr, Test, Tree};
 use edgescore_compile::write::write;

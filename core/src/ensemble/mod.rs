@@ -372,7 +372,7 @@ impl<'a> TreeEnsemble<'a> {
         // up to 2 * LANES - 1 trees. Walked after it, on its own (in groups of 4, 2 and 1 until
         // the seventeenth session), it was one more chain of dependent loads that the CPU could
         // not start early: the whole group's ~400 instructions fill its reorder buffer. A
-        // 10-tree model (8 + 2) waited on two chains a row; joined, it takes 0.75-0.80 of the
+        // 10-tree model (8 + 2) waited on two chains a row; joined, it takes 0.76-0.79 of the
         // time, 5 to 15 trees 0.72-0.92 (benches/shapes/ab.py and README).
         //
         // The lanes are rounded up to an even count, the extra lane walking the last tree again
@@ -383,9 +383,9 @@ impl<'a> TreeEnsemble<'a> {
         // In the wasm engines (Cranelift, V8's TurboFan) a group of more than 8 lanes spills
         // more than natively: joined, 100-300 trees took 1.01-1.04x the time where natively
         // they take 0.95-0.99x. There the rest joins only a model's single whole group, where
-        // its chain was the row's to wait on (10 trees: 0.89-0.97x in both engines).
+        // its chain was the row's to wait on (10 trees: 0.89-0.96x in the two engines).
         let whole = full.len() / LANES;
-        let join = !rest.is_empty() && (cfg!(not(target_arch = "wasm32")) || whole == 1);
+        let join = !rest.is_empty() && whole >= 1 && (cfg!(not(target_arch = "wasm32")) || whole == 1);
         let alone = if join { whole - 1 } else { whole };
         let (alone_trees, joined) = walked.split_at(alone * LANES);
         let (alone_starts, starts) = self.walk_groups.split_at(alone.min(self.walk_groups.len()));
