@@ -155,7 +155,7 @@ pub fn render_text(r: &Report) -> String {
     let hist: Vec<String> = r.depth_histogram.iter().enumerate().filter(|(_, &c)| c > 0).map(|(d, c)| format!("{d}:{c}")).collect();
     line("depth histogram", hist.join(" "));
     line("size", format!("{} bytes", r.size_bytes));
-    line("walk copy", format!("{} bytes per loaded copy (the nodes by byte offset, group starts)", r.walk_bytes));
+    line("walk copy", format!("{} bytes per loaded copy (the nodes by byte offset, group starts, category bitsets)", r.walk_bytes));
     line(
         "far-out rows",
         match &r.bitvectors {

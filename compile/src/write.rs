@@ -88,11 +88,20 @@ fn normalise(test: &Test, cat_index: &mut dyn FnMut(&[u32], f32) -> u32) -> Resu
             if invalid_at_or_below.is_nan() {
                 return Err("NaN lower bound in categorical split".into());
             }
-            Normalised { op: node::OP_IN_SET, payload: cat_index(categories, invalid_at_or_below), swap: false }
+            Normalised { op: node::OP_IN_SET, payload: cat_index(codes(categories)?, invalid_at_or_below), swap: false }
         }
         // Negative values are in no set: below the bitset, like IN_SET's invalid codes.
-        Test::Member { ref categories } => Normalised { op: node::OP_MEMBER, payload: cat_index(categories, -1.0), swap: false },
+        Test::Member { ref categories } => Normalised { op: node::OP_MEMBER, payload: cat_index(codes(categories)?, -1.0), swap: false },
     })
+}
+
+/// A set's category codes, refused from 2^31 on: the artifact's bitsets end there
+/// (`MAX_SET_WORDS`).
+fn codes(categories: &[u32]) -> Result<&[u32], String> {
+    match categories.iter().find(|&&c| c / 32 >= MAX_SET_WORDS) {
+        Some(c) => Err(format!("category code {c} is 2^31 or more (the largest a set can hold is 2^31 - 1)")),
+        None => Ok(categories),
+    }
 }
 
 /// One tree laid out on its own, before the trees are ordered and merged.

@@ -174,6 +174,16 @@ fn categorical_bitset_out_of_bounds() {
 }
 
 #[test]
+fn categorical_bitset_longer_than_any_code() {
+    let mut b = sample_model();
+    let (off, _) = section(&b, SectionKind::CatSplits);
+    // n_words of the first split: one word past codes below 2^31.
+    b[off + 4..off + 8].copy_from_slice(&(MAX_SET_WORDS + 1).to_le_bytes());
+    reseal(&mut b);
+    assert_eq!(refuse(&b), ArtifactError::CatSplit { split: 0, reason: "bitset longer than MAX_SET_WORDS (codes of 2^31 and above)" });
+}
+
+#[test]
 fn categorical_split_index_out_of_range() {
     let b = with_node(1, |n| n.payload = 99);
     assert_eq!(refuse(&b), ArtifactError::Node { tree: 0, node: 1, reason: "categorical split index out of range" });

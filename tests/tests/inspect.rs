@@ -47,8 +47,9 @@ fn inspect_reports_the_bitvectors_and_their_memory() {
 }
 
 /// `inspect` gives the memory of the walk's own copy of the nodes (12 bytes a node, one node of
-/// padding) and its group starts (40 bytes for each whole lockstep group of 8 trees and one
-/// for the rest), made at load on top of the artifact's bytes.
+/// padding), its group starts (40 bytes for each whole lockstep group of 8 trees and one for
+/// the rest) and its copy of the category bitsets (4 bytes a word, one word of zeros), made at
+/// load on top of the artifact's bytes.
 #[test]
 fn inspect_reports_the_walk_copy_and_its_memory() {
     use edgescore_core::artifact::layout::tree_layout;
@@ -60,7 +61,9 @@ fn inspect_reports_the_walk_copy_and_its_memory() {
         let walked = e.trees().iter().filter(|t| t.layout == tree_layout::NODES).count();
         let groups = walked.div_ceil(8);
         // A group start: 8 roots, the depth and the first check's level, 4 bytes each.
-        assert_eq!(r.walk_bytes, nodes + 40 * groups, "{}: {} nodes, {walked} walked trees", f.name, e.nodes().len());
+        let cat_words: usize = e.cat_splits().iter().map(|c| c.n_words as usize).sum();
+        let words = 4 * (cat_words + 1);
+        assert_eq!(r.walk_bytes, nodes + 40 * groups + words, "{}: {} nodes, {walked} walked trees, {cat_words} set words", f.name, e.nodes().len());
         let text = edgescore_compile::inspect::render_text(&r);
         assert!(text.contains(&format!("walk copy             {} bytes per loaded copy", r.walk_bytes)), "{}: {text}", f.name);
     }

@@ -330,11 +330,17 @@ pub mod node {
 /// LightGBM's `kZeroThreshold`.
 pub const ZERO_THRESHOLD: f32 = 1e-35;
 
+/// The longest bitset a categorical set may have: codes below 2^31, as LightGBM's and
+/// XGBoost's (32-bit signed) category codes are. The walk converts a value to its code with a
+/// clamp that is exact below 2^32 (see `ensemble::category_code`); with this bound every larger
+/// value lies past every bitset, as it does in the exact conversion.
+pub const MAX_SET_WORDS: u32 = 1 << 26;
+
 #[derive(Clone, Copy, Debug, Pod, Zeroable, PartialEq)]
 #[repr(C)]
 pub struct CatSplit {
     /// The set's bitset is CAT_WORDS[word_offset .. word_offset + n_words]; bit `c` is
-    /// `words[c / 32] >> (c % 32) & 1`.
+    /// `words[c / 32] >> (c % 32) & 1`. `n_words <= MAX_SET_WORDS`.
     pub word_offset: u32,
     pub n_words: u32,
     /// Values `x <= invalid_at_or_below` are never in the set.

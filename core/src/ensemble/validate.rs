@@ -44,8 +44,9 @@ impl Model {
         let len = bytes.len();
         let aligned = &bytemuck::cast_slice::<u64, u8>(&words)[..len];
         let parts = validate(aligned)?;
-        let trees: &[TreeSpec] = bytemuck::cast_slice(&aligned[parts.ranges[4].clone()]);
-        let walk = Walk::build(bytemuck::cast_slice(&aligned[parts.ranges[5].clone()]), &trees[..parts.n_walked]);
+        let r = |k: usize| &aligned[parts.ranges[k].clone()];
+        let trees: &[TreeSpec] = bytemuck::cast_slice(r(4));
+        let walk = Walk::build(bytemuck::cast_slice(r(5)), &trees[..parts.n_walked], bytemuck::cast_slice(r(8)));
         let bitvectors = Bitvectors::build(&view(aligned, &parts, &walk, None), false);
         Ok(Model { words, len, parts, walk, bitvectors })
     }
@@ -95,6 +96,7 @@ fn view<'a>(bytes: &'a [u8], p: &Parts, walk: &'a Walk, bitvectors: Option<&'a B
         nodes: bytemuck::cast_slice(r(5)),
         walk_nodes: &walk.nodes,
         walk_groups: &walk.groups,
+        walk_cat_words: &walk.cat_words,
         leaves: bytemuck::cast_slice(r(6)),
         cat_splits: bytemuck::cast_slice(r(7)),
         cat_words: bytemuck::cast_slice(r(8)),
@@ -213,6 +215,9 @@ fn validate(bytes: &[u8]) -> Result<Parts, E> {
         for (i, c) in cat_splits.iter().enumerate() {
             if c.reserved != 0 {
                 return Err(E::ReservedNotZero("cat_split.reserved"));
+            }
+            if c.n_words > MAX_SET_WORDS {
+                return Err(E::CatSplit { split: i, reason: "bitset longer than MAX_SET_WORDS (codes of 2^31 and above)" });
             }
             if c.word_offset as u64 + c.n_words as u64 > cat_words.len() as u64 {
                 return Err(E::CatSplit { split: i, reason: "bitset extends past CAT_WORDS" });

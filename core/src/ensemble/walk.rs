@@ -1,7 +1,7 @@
 //! What the lockstep walk reads besides the row, derived from the validated artifact at load
-//! (like the bitvectors, not part of the format): the nodes addressed by byte offset, and
-//! where each lockstep group starts. Both are work that depends on the model alone, done once
-//! instead of on every row.
+//! (like the bitvectors, not part of the format): the nodes addressed by byte offset, where
+//! each lockstep group starts, and the category bitsets behind a word of zeros. All are work
+//! that depends on the model alone, done once instead of on every row.
 
 use super::LANES;
 use crate::artifact::layout::{node, Node, TreeSpec};
@@ -45,17 +45,23 @@ pub(crate) struct Walk {
     pub nodes: Vec<Node>,
     /// One per whole group of [`split_groups`], then one for the rest if there is any.
     pub groups: Vec<GroupStart>,
+    /// A word of zeros, then the artifact's CAT_WORDS: set `s`'s bitset starts at index
+    /// `word_offset + 1`. A set test on a value outside the set's range reads word 0 and so
+    /// finds no bit, without a branch (see `TreeEnsemble::in_set`).
+    pub cat_words: Vec<u32>,
 }
 
 impl Walk {
-    /// From validated `nodes` and the walked trees (`NODES` layout) of the same artifact.
-    pub fn build(nodes: &[Node], walked: &[TreeSpec]) -> Walk {
+    /// From the validated `nodes`, walked trees (`NODES` layout) and category bitsets
+    /// (CAT_WORDS) of the same artifact.
+    pub fn build(nodes: &[Node], walked: &[TreeSpec], cat_words: &[u32]) -> Walk {
         let padding = Node { payload: 0, feature: 0, flags: node::LEAF, left: 0 };
         // `node_offset` computes in u32, so the cast back is exact.
         let nodes = core::iter::once(padding).chain(nodes.iter().map(|&n| Node { left: node_offset(n.left) as u32, ..n })).collect();
         let (full, rest) = split_groups(walked);
         let groups = full.chunks_exact(LANES).chain([rest]).filter(|g| !g.is_empty()).map(group_start).collect();
-        Walk { nodes, groups }
+        let cat_words = core::iter::once(0).chain(cat_words.iter().copied()).collect();
+        Walk { nodes, groups, cat_words }
     }
 }
 
