@@ -621,8 +621,13 @@ impl<'a> TreeEnsemble<'a> {
     /// `IN_SET` (`trunc(v)` in the set) and `MEMBER` (`v` an integer in the set). Without a
     /// branch on the value: one outside the set's range reads the walk's word of zeros. Early
     /// answers for values below the range or past the bitset, and the saturating `v as u32`
-    /// (6 instructions and a branch natively), cost `lgb_6f_4cat_t100` (64 % of its tests on
-    /// sets) 0.53x the time of this (ab.py; 15 features with 2 of them categorical 0.52-0.77x).
+    /// (6 instructions and a branch natively), mispredicted: without them `lgb_6f_4cat_t100`
+    /// (64 % of its tests on sets) takes 0.53-0.56x the time, other categorical models
+    /// 0.52-0.78x (benches/shapes/ab.py and README).
+    ///
+    /// The word of zeros is the first of the walk's copy of the bitsets, so that one index,
+    /// selected, reaches both: selecting between a pointer into the artifact's bitsets and a
+    /// static zero word spared the copy but took 1.01-1.07x the time on categorical cells.
     #[inline(always)]
     fn in_set(&self, member: bool, payload: u32, v: f32) -> bool {
         // Branched on: a model's sets are all IN_SET (LightGBM, CatBoost) or all MEMBER
