@@ -393,7 +393,7 @@ impl<'a> TreeEnsemble<'a> {
         let (alone_trees, joined) = walked.split_at(alone * LANES);
         let (alone_starts, starts) = self.walk_groups.split_at(alone.min(self.walk_groups.len()));
         for (group, start) in alone_trees.chunks_exact(LANES).zip(alone_starts) {
-            self.walk_and_add::<CAT, RARE, NAN, RICH, LANES>(group, &[*start], x, single, sum, acc);
+            self.walk_and_add::<CAT, RARE, NAN, RICH, LANES>(group, core::slice::from_ref(start), x, single, sum, acc);
         }
         match joined.len() {
             0 => {}
