@@ -3,6 +3,7 @@
 //! answers (`expected.csv`, `expected_raw.csv`), all produced by `tests/gen_fixtures.py`.
 
 pub mod artifact_edit;
+pub mod category_sets;
 pub mod ir_build;
 pub mod filter_models;
 

@@ -6,7 +6,8 @@
 //! calls `guest_load_model(len)` with an `.esm` artifact, `guest_load_rows(len)` with raw
 //! little-endian f32 rows (n_features per row, NaN = missing), and `guest_score(passes)`, which
 //! scores every row one call at a time, `passes` times over. `guest_outputs(row)` scores one row
-//! and returns a pointer to its outputs (for checking them against the native evaluator).
+//! and returns a pointer to its outputs, `guest_margins(row)` to its margins before the link (f64),
+//! for checking them against the native evaluator.
 
 use edgescore_core::{Model, MAX_OUTPUTS};
 use std::cell::RefCell;
@@ -17,6 +18,7 @@ struct State {
     model: Option<Model>,
     rows: Vec<Vec<f32>>,
     out: Vec<f32>,
+    margins: Vec<f64>,
 }
 
 thread_local! {
@@ -41,6 +43,7 @@ pub extern "C" fn guest_load_model(len: u32) -> i32 {
         match &s.model {
             Some(m) => {
                 s.out = vec![0.0; m.ensemble().n_outputs().min(MAX_OUTPUTS)];
+                s.margins = vec![0.0; s.out.len()];
                 s.out.len() as i32
             }
             None => -1,
@@ -92,6 +95,20 @@ pub extern "C" fn guest_outputs(i: u32) -> *const f32 {
         let State { model, rows, out, .. } = s;
         match (model, rows.get(i as usize)) {
             (Some(m), Some(row)) if m.ensemble().score(row, out).is_ok() => out.as_ptr(),
+            _ => std::ptr::null(),
+        }
+    })
+}
+
+/// Row `i`'s margins before the link function (`TreeEnsemble::margins`, f64): a pointer to
+/// `guest_load_model`'s count of them, or null. Probabilities hide large margins' differences
+/// (a sigmoid is 1.0 in f32 from 17 on); margins do not.
+#[no_mangle]
+pub extern "C" fn guest_margins(i: u32) -> *const f64 {
+    STATE.with_borrow_mut(|s| {
+        let State { model, rows, margins, .. } = s;
+        match (model, rows.get(i as usize)) {
+            (Some(m), Some(row)) if m.ensemble().margins(row, margins).is_ok() => margins.as_ptr(),
             _ => std::ptr::null(),
         }
     })

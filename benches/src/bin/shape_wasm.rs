@@ -17,54 +17,7 @@ use anyhow::{ensure, Context, Result};
 use edgescore_core::Model;
 use std::hint::black_box;
 use std::time::{Duration, Instant};
-use wasmtime::{Engine, Instance, Linker, Memory, Module, OptLevel, Store, TypedFunc};
-
-struct Guest {
-    store: Store<()>,
-    memory: Memory,
-    instance: Instance,
-    score: TypedFunc<u32, f64>,
-}
-
-impl Guest {
-    fn new(wasm: &std::path::Path, esm: &[u8], rows: &[Vec<f32>]) -> Result<Guest> {
-        let mut cfg = wasmtime::Config::new();
-        cfg.cranelift_opt_level(OptLevel::Speed);
-        let engine = Engine::new(&cfg)?;
-        let module = Module::from_file(&engine, wasm)?;
-        let mut linker = Linker::new(&engine);
-        linker.define_unknown_imports_as_traps(&module)?;
-        let mut store = Store::new(&engine, ());
-        let instance = linker.instantiate(&mut store, &module)?;
-        let memory = instance.get_memory(&mut store, "memory").context("no memory export")?;
-        let score = instance.get_typed_func::<u32, f64>(&mut store, "guest_score")?;
-        let mut g = Guest { store, memory, instance, score };
-        g.put(esm)?;
-        let load_model = g.instance.get_typed_func::<u32, i32>(&mut g.store, "guest_load_model")?;
-        ensure!(load_model.call(&mut g.store, esm.len() as u32)? > 0, "the guest refused the artifact");
-        let bytes: Vec<u8> = rows.iter().flatten().flat_map(|v| v.to_le_bytes()).collect();
-        g.put(&bytes)?;
-        let load_rows = g.instance.get_typed_func::<u32, i32>(&mut g.store, "guest_load_rows")?;
-        ensure!(load_rows.call(&mut g.store, bytes.len() as u32)? == rows.len() as i32, "the guest refused the rows");
-        Ok(g)
-    }
-
-    fn put(&mut self, bytes: &[u8]) -> Result<()> {
-        let buffer = self.instance.get_typed_func::<u32, u32>(&mut self.store, "guest_buffer")?;
-        let ptr = buffer.call(&mut self.store, bytes.len() as u32)?;
-        self.memory.write(&mut self.store, ptr as usize, bytes)?;
-        Ok(())
-    }
-
-    fn outputs(&mut self, row: u32, n: usize) -> Result<Vec<f32>> {
-        let f = self.instance.get_typed_func::<u32, u32>(&mut self.store, "guest_outputs")?;
-        let ptr = f.call(&mut self.store, row)? as usize;
-        ensure!(ptr != 0, "the guest could not score row {row}");
-        let mut buf = vec![0u8; 4 * n];
-        self.memory.read(&self.store, ptr, &mut buf)?;
-        Ok(buf.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect())
-    }
-}
+use edgescore_proxy_host::score_guest::{ScoreGuest, ScoreGuestModule};
 
 /// Warm-up pass, then whole passes until the budget is spent: (ns per row, rows scored).
 fn time_passes(rows: usize, budget: Duration, mut pass: impl FnMut() -> Result<f64>) -> Result<(f64, u64)> {
@@ -95,10 +48,10 @@ fn native_passes(e: &edgescore_core::TreeEnsemble, rows: &[Vec<f32>], out: &mut 
 
 /// `passes` passes over the rows in the guest, one export call per pass.
 #[inline(never)]
-fn wasm_passes(guest: &mut Guest, passes: u64) -> Result<f64> {
+fn wasm_passes(guest: &mut ScoreGuest, passes: u64) -> Result<f64> {
     let mut sink = 0f64;
     for _ in 0..passes {
-        sink += guest.score.call(&mut guest.store, 1)?;
+        sink += guest.score(1)?;
     }
     Ok(sink)
 }
@@ -113,13 +66,13 @@ fn main() -> Result<()> {
     let rows = edgescore_benches::rows(args[3].as_ref(), &model)?;
     ensure!(!rows.is_empty(), "no rows");
     let n_out = e.n_outputs();
-    let mut guest = Guest::new(args[2].as_ref(), &esm, &rows)?;
+    let mut guest = ScoreGuestModule::compile(args[2].as_ref())?.instantiate(&esm, &rows)?;
 
     let mut out = vec![0f32; n_out];
     let mut max_diff = 0f64;
     for (i, row) in rows.iter().enumerate() {
         e.score(row, &mut out)?;
-        let w = guest.outputs(i as u32, n_out)?;
+        let w = guest.outputs(i as u32)?;
         for (a, b) in out.iter().zip(&w) {
             max_diff = max_diff.max((*a as f64 - *b as f64).abs());
         }

@@ -647,18 +647,49 @@ impl<'a> TreeEnsemble<'a> {
     }
 }
 
-/// `v as u32` (NaN and negative values 0) for every `v` below 2^32; from there on
-/// 4,294,967,040, whose word lies past every bitset (`MAX_SET_WORDS`), as `u32::MAX`'s does.
-/// A clamp (`maxss`, `minss` natively) and a plain conversion, without a branch. (A clamp to
-/// 2^30 and a signed conversion measured the same, natively and in both wasm engines.)
+/// `v as u32` (negative values 0) for every `v` below 2^32; from there on 4,294,967,040, whose
+/// word lies past every bitset (`MAX_SET_WORDS`), as `u32::MAX`'s does. NaN: 0 natively, 0 or
+/// 4,294,967,040 in wasm (`clamp_code_bits`); `in_set` reads no bitset for it either way. A clamp and a plain
+/// conversion, without a branch. (A clamp to 2^30 and a signed conversion measured the same,
+/// natively and in both wasm engines.)
 #[inline(always)]
 fn category_code(v: f32) -> u32 {
-    // The largest f32 below 2^32.
-    const TOP: f32 = 4_294_967_040.0;
+    // SAFETY: both clamps return a value in [0, CODE_TOP], which u32 holds.
+    unsafe {
+        #[cfg(not(target_arch = "wasm32"))]
+        return clamp_code_float(v).to_int_unchecked::<u32>();
+        // Through i64: Cranelift's unsigned conversion checks both ranges with branches, its
+        // signed one only overflow (predicted).
+        #[cfg(target_arch = "wasm32")]
+        return clamp_code_bits(v).to_int_unchecked::<i64>() as u32;
+    }
+}
+
+/// The largest f32 below 2^32.
+const CODE_TOP: f32 = 4_294_967_040.0;
+
+/// `v` clamped to [0, CODE_TOP], NaN to 0: `maxss` and `minss` natively.
+// Each clamp is unused on the other target; the unit test checks both on every target.
+#[cfg_attr(target_arch = "wasm32", allow(dead_code))]
+#[inline(always)]
+fn clamp_code_float(v: f32) -> f32 {
     let v = if v > 0.0 { v } else { 0.0 };
-    let v = if v < TOP { v } else { TOP };
-    // SAFETY: v is in [0, TOP], which u32 holds.
-    unsafe { v.to_int_unchecked::<u32>() }
+    if v < CODE_TOP {
+        v
+    } else {
+        CODE_TOP
+    }
+}
+
+/// `v` clamped to [0, CODE_TOP], NaN to 0 or CODE_TOP by its sign, on its bits as an i32: non-negative floats
+/// order as their bits do, and every negative float's bits are a negative i32. For wasm:
+/// there `clamp_code_float`'s first select is an f32 `select`, which Cranelift emits as a
+/// branch on `v > 0` (mispredicted on every category 0 and NaN); this is two integer
+/// selects (`cmov`).
+#[cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
+#[inline(always)]
+fn clamp_code_bits(v: f32) -> f32 {
+    f32::from_bits((v.to_bits() as i32).clamp(0, CODE_TOP.to_bits() as i32) as u32)
 }
 
 /// Whether any value is NaN. A fold, not `any`: `any` stops at the first NaN and so is a loop
@@ -701,15 +732,25 @@ mod tests {
     #[test]
     fn category_code_is_the_saturating_cast_below_2_32_and_past_every_bitset_above() {
         use crate::artifact::layout::MAX_SET_WORDS;
-        let edges = [0.0f32, -0.0, 0.5, -0.5, 0.999_999_94, 1.0, -1.0, -1.5, 31.5, 32.0, 16_777_217.0, 1_073_741_760.0, 1_073_741_824.0, 1_073_741_952.0, 2_147_483_520.0, 2_147_483_648.0, 4_294_967_040.0, 4_294_967_296.0, 3.4e38, -3.4e38, f32::MIN_POSITIVE, 1e-45, f32::INFINITY, f32::NEG_INFINITY, f32::NAN, -f32::NAN];
+        let edges = [0.0f32, -0.0, 0.5, -0.5, 0.999_999_94, 1.0, -1.0, -1.5, 31.5, 32.0, 16_777_217.0, 1_073_741_760.0, 1_073_741_824.0, 1_073_741_952.0, 2_147_483_520.0, 2_147_483_648.0, 4_294_967_040.0, 4_294_967_296.0, 3.4e38, -3.4e38, f32::MIN_POSITIVE, 1e-45, f32::INFINITY, f32::NEG_INFINITY, f32::NAN, -f32::NAN, f32::from_bits(0x7f80_0001), f32::from_bits(0xffff_ffff)];
         let sweep = (0..=u32::MAX).step_by(65_521).map(f32::from_bits);
+        // Both clamps, whichever this target uses: the native one and wasm's.
+        let clamps: [(&str, fn(f32) -> f32); 2] = [("float", super::clamp_code_float), ("bits", super::clamp_code_bits)];
         for v in edges.into_iter().chain(sweep) {
-            let c = super::category_code(v);
-            if v < 4_294_967_296.0 || v.is_nan() {
-                assert_eq!(c, v as u32, "{v:e} ({:#010x})", v.to_bits());
-            } else {
-                assert!(c / 32 >= MAX_SET_WORDS, "{v:e}: code {c} lies within a bitset of MAX_SET_WORDS");
+            for (name, clamp) in clamps {
+                let clamped = clamp(v);
+                assert!((0.0..=super::CODE_TOP).contains(&clamped), "{name}: {v:e} clamped to {clamped:e}");
+                // SAFETY: checked just above to lie in [0, CODE_TOP].
+                let c = unsafe { clamped.to_int_unchecked::<u32>() };
+                if v.is_nan() {
+                    assert!(c == 0 || (name == "bits" && c / 32 >= MAX_SET_WORDS), "{name}: NaN {:#010x} gave code {c}", v.to_bits());
+                } else if v < 4_294_967_296.0 {
+                    assert_eq!(c, v as u32, "{name}: {v:e} ({:#010x})", v.to_bits());
+                } else {
+                    assert!(c / 32 >= MAX_SET_WORDS, "{name}: {v:e}: code {c} lies within a bitset of MAX_SET_WORDS");
+                }
             }
+            assert_eq!(super::category_code(v), if cfg!(target_arch = "wasm32") { super::clamp_code_bits(v) } else { super::clamp_code_float(v) } as u32);
         }
     }
 

@@ -101,3 +101,10 @@ pub fn filter_wasm() -> Result<PathBuf> {
         Err(e) => bail!("{e}"),
     }
 }
+
+/// Builds the evaluator alone as a wasm module (benches/score_guest) as the shape matrix does
+/// (`--profile wasm`) and returns the path of its `.wasm`.
+pub fn score_guest_wasm() -> Result<PathBuf> {
+    cargo_once(&["build", "--quiet", "--profile", "wasm", "--target", "wasm32-wasip1", "-p", "edgescore-score-guest"])?;
+    Ok(repo_root().join("target/wasm32-wasip1/wasm/edgescore_score_guest.wasm"))
+}

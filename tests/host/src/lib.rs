@@ -105,6 +105,7 @@
 mod abi;
 pub mod cargo;
 mod headers;
+pub mod score_guest;
 mod state;
 mod vm;
 
