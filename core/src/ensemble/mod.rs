@@ -649,9 +649,9 @@ impl<'a> TreeEnsemble<'a> {
 
 /// `v as u32` (negative values 0) for every `v` below 2^32; from there on 4,294,967,040, whose
 /// word lies past every bitset (`MAX_SET_WORDS`), as `u32::MAX`'s does. NaN: 0 natively, 0 or
-/// 4,294,967,040 in wasm (`clamp_code_bits`); `in_set` reads no bitset for it either way. A clamp and a plain
-/// conversion, without a branch. (A clamp to 2^30 and a signed conversion measured the same,
-/// natively and in both wasm engines.)
+/// 4,294,967,040 in wasm (`clamp_code_bits`); `in_set` reads no bitset for it either way. A
+/// clamp and a conversion, without a branch on the value. (A clamp to 2^30 and a signed
+/// conversion measured the same, natively and in both wasm engines.)
 #[inline(always)]
 fn category_code(v: f32) -> u32 {
     // SAFETY: both clamps return a value in [0, CODE_TOP], which u32 holds.
@@ -668,8 +668,8 @@ fn category_code(v: f32) -> u32 {
 /// The largest f32 below 2^32.
 const CODE_TOP: f32 = 4_294_967_040.0;
 
-/// `v` clamped to [0, CODE_TOP], NaN to 0: `maxss` and `minss` natively.
-// Each clamp is unused on the other target; the unit test checks both on every target.
+/// `v` clamped to [0, CODE_TOP], NaN to 0: `maxss` and `minss` natively. (Each clamp is unused
+/// on the other target; the unit test checks both on every target.)
 #[cfg_attr(target_arch = "wasm32", allow(dead_code))]
 #[inline(always)]
 fn clamp_code_float(v: f32) -> f32 {
@@ -681,11 +681,14 @@ fn clamp_code_float(v: f32) -> f32 {
     }
 }
 
-/// `v` clamped to [0, CODE_TOP], NaN to 0 or CODE_TOP by its sign, on its bits as an i32: non-negative floats
-/// order as their bits do, and every negative float's bits are a negative i32. For wasm:
-/// there `clamp_code_float`'s first select is an f32 `select`, which Cranelift emits as a
-/// branch on `v > 0` (mispredicted on every category 0 and NaN); this is two integer
-/// selects (`cmov`).
+/// `v` clamped to [0, CODE_TOP] on its bits as an i32 (NaN to 0 or CODE_TOP by its sign):
+/// non-negative floats order as their bits do, and every negative float's bits are a negative
+/// i32. For wasm: there `clamp_code_float`'s first select is an f32 `select`, which Cranelift
+/// emits as a branch on `v > 0` (mispredicted on every category 0 and NaN); this is two
+/// integer selects (`cmov`). Alone it gained little (0.94-1.17x the time in wasmtime), as did
+/// the conversion through i64 alone (0.94-0.99x); together, categorical models take
+/// 0.85-0.93x the time in wasmtime, 0.84-0.96x in V8 (benches/shapes/README.md, nineteenth
+/// session).
 #[cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
 #[inline(always)]
 fn clamp_code_bits(v: f32) -> f32 {
