@@ -64,23 +64,25 @@ impl ScoreGuest {
 
     /// Row `row`'s outputs, as `TreeEnsemble::score` writes them in the guest.
     pub fn outputs(&mut self, row: u32) -> Result<Vec<f32>> {
-        let f = self.instance.get_typed_func::<u32, u32>(&mut self.store, "guest_outputs")?;
-        let ptr = f.call(&mut self.store, row)? as usize;
-        ensure!(ptr != 0, "the guest could not score row {row}");
-        let mut buf = vec![0u8; 4 * self.n_outputs];
-        self.memory.read(&self.store, ptr, &mut buf)?;
-        Ok(buf.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect())
+        let bytes = self.row_bytes("guest_outputs", row, 4)?;
+        Ok(bytes.chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect())
     }
 
     /// Row `row`'s margins before the link function, as `TreeEnsemble::margins` writes them in
     /// the guest.
     pub fn margins(&mut self, row: u32) -> Result<Vec<f64>> {
-        let f = self.instance.get_typed_func::<u32, u32>(&mut self.store, "guest_margins")?;
+        let bytes = self.row_bytes("guest_margins", row, 8)?;
+        Ok(bytes.chunks_exact(8).map(|c| f64::from_le_bytes(c.try_into().unwrap())).collect())
+    }
+
+    /// The model's outputs' worth of `width`-byte values at the pointer `export(row)` returns.
+    fn row_bytes(&mut self, export: &str, row: u32, width: usize) -> Result<Vec<u8>> {
+        let f = self.instance.get_typed_func::<u32, u32>(&mut self.store, export)?;
         let ptr = f.call(&mut self.store, row)? as usize;
-        ensure!(ptr != 0, "the guest could not score row {row}");
-        let mut buf = vec![0u8; 8 * self.n_outputs];
+        ensure!(ptr != 0, "the guest could not score row {row} ({export})");
+        let mut buf = vec![0u8; width * self.n_outputs];
         self.memory.read(&self.store, ptr, &mut buf)?;
-        Ok(buf.chunks_exact(8).map(|c| f64::from_le_bytes(c.try_into().unwrap())).collect())
+        Ok(buf)
     }
 
     /// `passes` passes over the rows in one export call, one `score` call per row: the sum of
