@@ -701,7 +701,8 @@ fn clamp_code_bits(v: f32) -> f32 {
 /// last eight go again, overlapping, where the length is not a multiple of 8: the compiler's
 /// own tail took them one at a time, 7 instructions each natively (42 of a 30-feature row's
 /// ~90). Written for both targets: an array of eight flags or-ed in lanes was as good natively
-/// and cost wasm (no SIMD) 6 % of a 10-tree row.
+/// and cost wasm 6 % of a 10-tree row (measured before the wasm builds had SIMD; see
+/// `.cargo/config.toml`).
 #[inline(always)]
 fn any_nan(x: &[f32]) -> bool {
     let nan = |values: &[f32]| values.iter().fold(false, |seen, v| seen | v.is_nan());
