@@ -372,6 +372,11 @@ impl<'a> TreeEnsemble<'a> {
     /// on a branch the CPU predicts. The loop over a tree's levels took ~97 instructions a
     /// depth-6 tree natively (callgrind, cb_d6_t300), half of them the loop's own; and each
     /// tree's `acc[0] +=` waited on the store of the tree before.
+    ///
+    /// Out of line, the sum passed and returned by value, for the node-tree walk's sake in
+    /// wasm: passed by reference, the sum lived in the linear memory's stack, and the 10-tree
+    /// cells took ~1.19x their time in wasmtime (benches/shapes/README.md, twenty-first
+    /// session). Inlined, the CatBoost cells gained less in wasmtime (~0.90x, not ~0.70x).
     #[inline(never)]
     fn add_oblivious<const CAT: bool, const RARE: bool, const NAN: bool>(
         &self, oblivious: &[TreeSpec], x: &[f32], single: bool, mut sum: f64, acc: &mut [f64],
