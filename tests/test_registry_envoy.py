@@ -217,12 +217,13 @@ def test_both_workers_take_v1_then_v2(envoy, registry, upstream, tmp_path):
     assert stat(envoy, "copy_faults") == 0
     assert stat(envoy, "version.bot") == 2
     # v2 scores like v2's artifact through the CLI: the feature log re-scored.
-    time.sleep(1.5)  # access-log flush
-    envoy.envoy.access_log()
-    log_lines = envoy.envoy.stdout_path.read_text(errors="replace").splitlines()
-    table, _ = feature_log.load(log_lines)
-    table = table[table["score.bot@2"].notna()] if "score.bot@2" in table.columns else table.iloc[0:0]
-    assert len(table) >= 6
+    def bot2_rows():
+        envoy.envoy.access_log()  # Envoy writes the access log out every 200 ms (envoyctl)
+        table, _ = feature_log.load(envoy.envoy.stdout_path.read_text(errors="replace").splitlines())
+        table = table[table["score.bot@2"].notna()] if "score.bot@2" in table.columns else table.iloc[0:0]
+        return [table] if len(table) >= 6 else None  # a list: a DataFrame has no truth value
+
+    [table] = wait_for("six feature-log rows scored by bot@2", bot2_rows, timeout=10)
     got = cli_scores(registry.artifacts["bot-v2"], table.drop(columns=[c for c in table.columns if c.startswith("score.") and c != "score.bot@2"]), tmp_path)
     import numpy as np
 
