@@ -115,6 +115,7 @@ class Envoy:
                      "--file-flush-interval-msec", str(flush_ms), *extra_args]
         if cpu is not None and shutil.which("taskset"):
             self.args = ["taskset", "-c", str(cpu), *self.args]
+        self.flush_ms = flush_ms
         self.proc: subprocess.Popen | None = None
         self.admin: str | None = None
 

@@ -186,6 +186,21 @@ def wait_for_models(envoy: envoyctl.Envoy, listener: tuple[str, int], versions: 
     print(f"   registry models served: {', '.join(sorted(want))}")
 
 
+def filter_log_lines(envoy: envoyctl.Envoy, timeout: float = 3.0) -> list[str]:
+    """The filter's own lines in Envoy's log (what follows `edgescore:`). Envoy writes its log
+    file from a buffer once per flush interval (envoyctl's --file-flush-interval-msec), so a
+    line logged a moment ago may not be in the file yet: read after two intervals, and wait
+    for the first line."""
+    time.sleep(2 * envoy.flush_ms / 1000)
+    deadline = time.monotonic() + timeout
+    while True:
+        lines = [ln.split("edgescore:", 1)[1].strip()
+                 for ln in envoy.log_path.read_text(errors="replace").splitlines() if "edgescore:" in ln]
+        if lines or time.monotonic() > deadline:
+            return lines
+        time.sleep(0.1)
+
+
 def live_update_step(envoy: envoyctl.Envoy, listener: tuple[str, int], cli: Path) -> None:
     """Publishes a new version of `bot` while requests flow, and shows which version answered
     each one: no restart, no configuration push, no failed request."""
@@ -502,12 +517,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"   access log (JSON lines) also -> {access_log}")
         wait_for_models(envoy, listener, served)
         seen = set()  # one line per VM (the main thread's and each worker's): print it once
-        for line in envoy.log_path.read_text(errors="replace").splitlines():
-            if "edgescore:" in line:
-                msg = line.split("edgescore:", 1)[1].strip()
-                if msg not in seen:
-                    seen.add(msg)
-                    print("   " + msg)
+        for msg in filter_log_lines(envoy):
+            if msg not in seen:
+                seen.add(msg)
+                print("   " + msg)
         print()
         if args.serve_only:
             print(f"== serving until Ctrl-C (or kill {os.getpid()})", flush=True)

@@ -332,7 +332,8 @@ def test_every_refusal_leaves_v2_serving(envoy, registry, upstream):
             case()
             wait_for(f"refused.{reason}", lambda: stat(envoy, f"refused.{reason}") > before)
             serving(envoy, upstream, 2)
-            assert f": {reason}: " in envoy.envoy.log_path.read_text(errors="replace"), reason
+            # Envoy writes its log file every 200 ms (envoyctl): the line may trail the counter.
+            wait_for(f"the log's {reason} line", lambda: f": {reason}: " in envoy.envoy.log_path.read_text(errors="replace"), timeout=5)
         assert stat(envoy, "swaps") == swaps
         # The registry down: refused as unreachable, v2 keeps serving.
         before = stat(envoy, "refused.unreachable")
