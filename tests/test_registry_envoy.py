@@ -217,8 +217,8 @@ def test_both_workers_take_v1_then_v2(envoy, registry, upstream, tmp_path):
     assert stat(envoy, "copy_faults") == 0
     assert stat(envoy, "version.bot") == 2
     # v2 scores like v2's artifact through the CLI: the feature log re-scored.
+    # Envoy writes its access log (stdout, a file here) every 200 ms (envoyctl): poll.
     def bot2_rows():
-        envoy.envoy.access_log()  # Envoy writes the access log out every 200 ms (envoyctl)
         table, _ = feature_log.load(envoy.envoy.stdout_path.read_text(errors="replace").splitlines())
         table = table[table["score.bot@2"].notna()] if "score.bot@2" in table.columns else table.iloc[0:0]
         return [table] if len(table) >= 6 else None  # a list: a DataFrame has no truth value
