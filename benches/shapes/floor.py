@@ -59,14 +59,13 @@ def per_call(text: str, functions: tuple[str, ...], calls: int, program) -> dict
 
     callgrind_annotate lists a function once per source file its lines come from (code inlined
     from the standard library under the library's file), and once more, under its own file's
-    absolute path, for all of them: the largest count is the whole function. Until the
-    twenty-third session this took the first line with an object file in brackets, the
-    function's own file alone, which left out ~110 of `xgb_d6_t10`'s ~1,090 instructions a row
-    (among them the sigmoid's `exp`)."""
+    absolute path, for all of them: the largest count is the whole function (the own file's
+    line alone left out the sigmoid's `exp`; benches/shapes/README.md, twenty-third session)."""
     listing = text.split("-- Auto-annotated source")[0].split("-- User-annotated source")[0]
     for function in functions:
+        # "N (p%)  file:function [object]", the object only on some lines.
         found = [[int(v.replace(",", "")) for v in re.findall(r"([\d,]+) \(", line)]
-                 for line in listing.splitlines() if line.rstrip().endswith(function.rstrip()) or function in line and "[" in line]
+                 for line in listing.splitlines() if re.sub(r" \[[^]]*\]$", "", line.rstrip()).endswith(function.rstrip())]
         if found:
             return {e: v / calls for e, v in zip(EVENTS, max(found))}
     raise RuntimeError(f"none of {functions} in the profile of {program}")
