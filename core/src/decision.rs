@@ -10,7 +10,8 @@
 use crate::action::{ActionKind, DEFAULT_BLOCK_BODY, DEFAULT_BLOCK_STATUS};
 use crate::config::{HeaderNames, MetricsConfig, Mode, OnError, PluginConfig, TextConfig};
 use crate::request::HeaderMap;
-use crate::text::{BodyKind, Combine, TextVerdict};
+use crate::config::text::{BodyKind, Combine};
+use crate::text::TextVerdict;
 use std::io::Write as _;
 
 /// Filter-state keys (Envoy stores them as `wasm.<key>`, readable in access logs with
@@ -73,6 +74,11 @@ pub enum DecisionCount {
     Block,
     /// A block in shadow mode: counted, never enforced.
     ShadowBlock,
+}
+
+impl DecisionCount {
+    /// Every variant, in declaration order (`as usize` indexes it).
+    pub const ALL: [DecisionCount; 4] = [DecisionCount::Allow, DecisionCount::Tag, DecisionCount::Block, DecisionCount::ShadowBlock];
 }
 
 /// One change to the request, in the order the glue must apply them.

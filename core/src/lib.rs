@@ -8,7 +8,7 @@
 //! (bands, action, header and filter-state bytes, the list of edits). [`Scorer`] runs that
 //! path for one configuration; [`config`] is the plugin JSON; [`text`] is the text path's
 //! body extraction and verdicts. [`registry`] verifies signed model manifests and artifacts
-//! (the CLI signs them); [`handoff`] is how verified model bytes are to travel from the
+//! (the CLI signs them) and [`poll`] decides, without I/O, what a poller accepts from them; [`handoff`] is how verified model bytes are to travel from the
 //! registry poller to every worker through shared data, a bounded slice per tick.
 
 pub mod action;
@@ -19,7 +19,9 @@ pub mod decision;
 pub mod ensemble;
 pub mod features;
 pub mod handoff;
+pub mod metric_names;
 pub mod model_set;
+pub mod poll;
 pub mod registry;
 pub mod replay;
 pub mod request;

@@ -26,6 +26,15 @@ pub struct Scorer {
     log_line: Vec<u8>,
 }
 
+/// A model the registry delivered, as [`Scorer::served`] takes it.
+pub struct RegistryModel<'m> {
+    pub name: &'m str,
+    /// The manifest's version.
+    pub version: u64,
+    pub shadow: bool,
+    pub model: &'m Model,
+}
+
 /// A model ready to serve: its validated bytes and where it came from.
 #[derive(Clone)]
 pub struct Served {
@@ -66,9 +75,23 @@ impl Scorer {
         Ok(out)
     }
 
-    /// The policy index of the configured model named `name`, for registry models.
-    pub fn policy_of(cfg: &PluginConfig, name: &str) -> Option<usize> {
-        cfg.models.iter().position(|m| m.name.as_deref() == Some(name))
+    /// The models a configuration serves: each registry model under the policy of the
+    /// configured model of its name (one the configuration does not name is left out), then
+    /// each bootstrap model whose policy no active registry model serves yet.
+    pub fn served<'m>(cfg: &PluginConfig, registry: impl IntoIterator<Item = RegistryModel<'m>>, bootstrap: &[Served]) -> Vec<Served> {
+        let mut models: Vec<Served> = registry
+            .into_iter()
+            .filter_map(|r| {
+                let policy = cfg.models.iter().position(|m| m.name.as_deref() == Some(r.name))?;
+                Some(Served { model: r.model.clone(), policy, version: Some(r.version), shadow: r.shadow })
+            })
+            .collect();
+        for b in bootstrap {
+            if !models.iter().any(|m| !m.shadow && m.policy == b.policy) {
+                models.push(b.clone());
+            }
+        }
+        models
     }
 
     /// A scorer over `models` (each with its policy), laying out the shared feature vector:
@@ -86,13 +109,7 @@ impl Scorer {
             let field = format!("models[{i}].artifact");
             let model = served.model;
             let e = model.ensemble();
-            let mut gather = Vec::with_capacity(e.n_features());
-            for (j, spec) in e.features().iter().enumerate() {
-                let slot = schema
-                    .slot(e.feature_name(j), spec.buckets)
-                    .map_err(|err| ConfigError::new(&field, format!("model `{}`: {err}", e.name())))?;
-                gather.push(slot as u32);
-            }
+            let gather = schema.admit(&e).map_err(|err| ConfigError::new(&field, format!("model `{}`: {err}", e.name())))?;
             let n_outputs = e.n_outputs();
             let output = match m.output {
                 Some(o) if (o as usize) < n_outputs => o as usize,

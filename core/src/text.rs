@@ -3,7 +3,7 @@
 //! does the buffering and the call; `decision` combines the verdict with the tree decision.
 
 use crate::action::ActionKind;
-pub use crate::config::text::{BodyKind, Combine, TextConfig};
+use crate::config::text::{BodyKind, TextConfig};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 

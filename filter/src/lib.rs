@@ -2,7 +2,7 @@
 //! that knows Envoy. It reads from the host, calls the core, and applies the edits the core
 //! returns (`apply`). `root` picks each VM's role: `plugin` is the filter's root context
 //! (configuration, metric ids, model swaps from `updates`), `poller` the registry poller in
-//! the singleton service VM; `active` is what a configuration's streams share and how they
+//! the singleton service VM; `serving` is what a configuration's streams share and how they
 //! run, `stream` the per-request context; `host` and `heap` keep the request path free of
 //! allocations and panics.
 //!
@@ -10,7 +10,6 @@
 //! `cargo test --workspace` can build every member on the host.
 #![cfg(target_arch = "wasm32")]
 
-mod active;
 mod apply;
 #[cfg(feature = "bench-exports")]
 mod bench_exports;
@@ -20,6 +19,7 @@ mod metrics;
 mod plugin;
 mod poller;
 mod root;
+mod serving;
 mod stream;
 #[cfg(feature = "test-trap")]
 mod test_trap;

@@ -14,7 +14,10 @@
 //! label: `edgescore_model_requests{model="bot",action="block"}` (docs/metrics.md lists them).
 
 use edgescore_core::config::MetricsConfig;
-use edgescore_core::decision::ModelPolicy;
+use edgescore_core::decision::{DecisionCount, ModelPolicy};
+use edgescore_core::metric_names as names;
+use edgescore_core::metric_names::SCORE_BOUNDS;
+use edgescore_core::registry::REASONS;
 use proxy_wasm::hostcalls::{define_metric, increment_metric};
 use proxy_wasm::types::MetricType;
 
@@ -26,14 +29,10 @@ impl Count {
     pub const OFF: Count = Count(0);
 }
 
-/// Per model: the score distribution as a Prometheus histogram made of counters, upper bounds
-/// in per mille. Envoy's own histograms would need a `record_metric` per request; these are
-/// exact, where Envoy's are approximate. With the `stats_tags` entries in envoy.yaml the bucket
-/// counters show in `/stats/prometheus` as
-/// `edgescore_model_score_permille_bucket{model="bot",le="950"}`, with `_sum` and `_count`, as
-/// an Envoy histogram would (`histogram_quantile` works on them).
-pub const SCORE_BOUNDS: [u16; 16] = [10, 50, 100, 200, 300, 400, 500, 600, 700, 800, 850, 900, 950, 980, 990, 1000];
-
+/// Per model: the score distribution as a Prometheus histogram made of counters (bounds in
+/// [`SCORE_BOUNDS`]). With the `stats_tags` entries in envoy.yaml the bucket counters show in
+/// `/stats/prometheus` as `edgescore_model_score_permille_bucket{model="bot",le="950"}`, with
+/// `_sum` and `_count`, as an Envoy histogram would (`histogram_quantile` works on them).
 pub struct ScoreHistogram {
     /// Per upper bound, then `+Inf`: requests scored at or below it (cumulative, as
     /// Prometheus wants them; the `+Inf` bucket is also `_count`).
@@ -53,10 +52,8 @@ pub struct ModelMetrics {
 pub struct Metrics {
     pub tally: Tally,
     pub requests_scored: Count,
-    pub decision_allow: Count,
-    pub decision_tag: Count,
-    pub decision_block: Count,
-    pub decision_shadow_block: Count,
+    /// By [`DecisionCount`], in its declaration order.
+    decisions: [Count; 4],
     pub errors: Count,
     pub feature_log_lines: Count,
     pub models: Vec<ModelMetrics>,
@@ -83,12 +80,69 @@ pub struct TextMetrics {
 /// A counter for the service's answer label, defined on first use (the service may answer with
 /// labels the configuration does not name).
 pub fn text_verdict(label: &str) -> u32 {
-    define_metric(MetricType::Counter, &format!("edgescore.text.verdict.{label}")).unwrap_or(u32::MAX)
+    counter(&names::text::verdict(label))
 }
 
 /// Defined at VM start so that a configuration refused before any model exists is counted.
 pub fn config_errors() -> Option<u32> {
-    define_metric(MetricType::Counter, "edgescore.config_errors").ok()
+    define_metric(MetricType::Counter, names::CONFIG_ERRORS).ok()
+}
+
+/// A metric Envoy counts directly (`u32::MAX`, which Envoy rejects, when it cannot be defined:
+/// a missing metric is not worth failing over).
+pub fn counter(name: &str) -> u32 {
+    define_metric(MetricType::Counter, name).unwrap_or(u32::MAX)
+}
+pub fn gauge(name: &str) -> u32 {
+    define_metric(MetricType::Gauge, name).unwrap_or(u32::MAX)
+}
+pub fn histogram(name: &str) -> u32 {
+    define_metric(MetricType::Histogram, name).unwrap_or(u32::MAX)
+}
+
+/// The registry poller's counters and gauges (process-wide in Envoy: the poller is their only
+/// writer).
+pub struct PollerMetrics {
+    pub polls: u32,
+    pub manifests_accepted: u32,
+    pub models_accepted: u32,
+    /// Per [`REASONS`] entry.
+    pub refused: Vec<u32>,
+    pub seconds_since_good_poll: u32,
+    pub manifest_sequence: u32,
+}
+
+impl PollerMetrics {
+    pub fn define() -> PollerMetrics {
+        PollerMetrics {
+            polls: counter(names::registry::POLLS),
+            manifests_accepted: counter(names::registry::MANIFESTS_ACCEPTED),
+            models_accepted: counter(names::registry::MODELS_ACCEPTED),
+            refused: REASONS.iter().map(|r| counter(&names::registry::refused(r))).collect(),
+            seconds_since_good_poll: gauge(names::registry::SECONDS_SINCE_GOOD_POLL),
+            manifest_sequence: gauge(names::registry::MANIFEST_SEQUENCE),
+        }
+    }
+}
+
+/// A worker's side of model updates (every worker adds to the same process-wide counters).
+pub struct UpdateMetrics {
+    pub swaps: u32,
+    pub copy_faults: u32,
+    pub refused: u32,
+    /// Microseconds of update work per tick (copying, checking, building, swapping).
+    pub tick_us: u32,
+}
+
+impl UpdateMetrics {
+    pub fn define() -> UpdateMetrics {
+        UpdateMetrics {
+            swaps: counter(names::registry::SWAPS),
+            copy_faults: counter(names::registry::COPY_FAULTS),
+            refused: counter(names::registry::SWAPS_REFUSED),
+            tick_us: histogram(names::registry::TICK_US),
+        }
+    }
 }
 
 /// Counts not yet handed to Envoy, by metric.
@@ -149,11 +203,10 @@ impl Tally {
     fn histogram(&mut self, prefix: &str) -> ScoreHistogram {
         let mut buckets = [Count::OFF; SCORE_BOUNDS.len() + 1];
         for (i, slot) in buckets.iter_mut().enumerate() {
-            let le = SCORE_BOUNDS.get(i).map_or("+Inf".to_string(), |b| b.to_string());
-            *slot = self.counter(&format!("{prefix}.score_permille_bucket.{le}"));
+            *slot = self.counter(&names::score_bucket(prefix, SCORE_BOUNDS.get(i).copied()));
         }
-        let count = self.counter(&format!("{prefix}.score_permille_count"));
-        let sum = self.counter(&format!("{prefix}.score_permille_sum"));
+        let count = self.counter(&names::score_count(prefix));
+        let sum = self.counter(&names::score_sum(prefix));
         ScoreHistogram { buckets, count, sum }
     }
 }
@@ -171,33 +224,29 @@ impl Metrics {
         let models = models
             .iter()
             .map(|m| {
-                // A shadow challenger counts apart from the active model of the same name.
-                let prefix = if m.shadow { format!("edgescore.shadow.{}", m.name) } else { format!("edgescore.model.{}", m.name) };
-                let mut band = |b: &str| if per_model.model_counters { t.counter(&format!("{prefix}.requests.{b}")) } else { Count::OFF };
+                let prefix = names::model_prefix(&m.name, m.shadow);
+                let mut band = |b: &str| if per_model.model_counters { t.counter(&names::model_requests(&prefix, b)) } else { Count::OFF };
                 let (allow, tag, block) = (band("allow"), band("tag"), band("block"));
                 let scores = per_model.score_histograms.then(|| t.histogram(&prefix));
                 ModelMetrics { allow, tag, block, scores }
             })
             .collect();
         Metrics {
-            requests_scored: t.counter("edgescore.requests_scored"),
-            decision_allow: t.counter("edgescore.decision.allow"),
-            decision_tag: t.counter("edgescore.decision.tag"),
-            decision_block: t.counter("edgescore.decision.block"),
-            decision_shadow_block: t.counter("edgescore.decision.shadow_block"),
-            errors: t.counter("edgescore.errors"),
-            feature_log_lines: t.counter("edgescore.feature_log.lines"),
+            requests_scored: t.counter(names::REQUESTS_SCORED),
+            decisions: DecisionCount::ALL.map(|d| t.counter(names::decision(d))),
+            errors: t.counter(names::ERRORS),
+            feature_log_lines: t.counter(names::FEATURE_LOG_LINES),
             models,
             text: TextMetrics {
-                calls: t.counter("edgescore.text.calls"),
-                errors: t.counter("edgescore.text.errors"),
-                timeouts: t.counter("edgescore.text.timeouts"),
-                latency_ms: define_metric(MetricType::Histogram, "edgescore.text.latency_ms").unwrap_or(u32::MAX),
-                skipped_empty: t.counter("edgescore.text.skipped_empty"),
-                labels: text_labels.iter().map(|l| t.counter(&format!("edgescore.text.label.{l}"))).collect(),
-                raised_tag: t.counter("edgescore.text.decision.tag"),
-                raised_block: t.counter("edgescore.text.decision.block"),
-                raised_shadow_block: t.counter("edgescore.text.decision.shadow_block"),
+                calls: t.counter(names::text::CALLS),
+                errors: t.counter(names::text::ERRORS),
+                timeouts: t.counter(names::text::TIMEOUTS),
+                latency_ms: histogram(names::text::LATENCY_MS),
+                skipped_empty: t.counter(names::text::SKIPPED_EMPTY),
+                labels: text_labels.iter().map(|l| t.counter(&names::text::label(l))).collect(),
+                raised_tag: t.counter(names::text::RAISED_TAG),
+                raised_block: t.counter(names::text::RAISED_BLOCK),
+                raised_shadow_block: t.counter(names::text::RAISED_SHADOW_BLOCK),
             },
             tally: t,
         }
@@ -207,5 +256,11 @@ impl Metrics {
     #[inline]
     pub fn bump(&mut self, c: Count) {
         self.tally.add(c, 1);
+    }
+
+    /// Counts one request's decision.
+    #[inline]
+    pub fn decision(&mut self, d: DecisionCount) {
+        self.tally.add(self.decisions[d as usize], 1);
     }
 }

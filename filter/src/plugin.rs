@@ -5,25 +5,27 @@
 //! requests. A refused configuration leaves the previous scorer
 //! serving (Envoy also keeps the previous configuration when `on_configure` returns false).
 
-use crate::active::Active;
 use crate::host::now_ns;
-use crate::metrics;
+use crate::metrics::{self, UpdateMetrics};
+use crate::serving::Serving;
 use crate::stream::Stream;
-use crate::updates::{elapsed_us, Tick, UpdateMetrics, Updates};
-use edgescore_core::config::PluginConfig;
-use edgescore_core::handoff::Record;
+use crate::updates::{elapsed_us, registry_models, Tick, Updates};
+use edgescore_core::config::{ConfigError, PluginConfig};
+use edgescore_core::ensemble::Model;
+use edgescore_core::handoff::{Record, RecordModel};
+use edgescore_core::metric_names as names;
 use edgescore_core::registry::ModelMode;
-use edgescore_core::scorer::{Scorer, Served};
+use edgescore_core::scorer::{RegistryModel, Scorer, Served};
 use proxy_wasm::hostcalls;
 use proxy_wasm::traits::{Context, HttpContext, RootContext};
-use proxy_wasm::types::{ContextType, LogLevel, MetricType};
+use proxy_wasm::types::{ContextType, LogLevel};
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::time::Duration;
 
 #[derive(Default)]
 pub struct Plugin {
-    active: Rc<RefCell<Option<Active>>>,
+    serving: Rc<RefCell<Option<Serving>>>,
     config_errors: Option<u32>,
     /// The configuration in force (registry models are built against it).
     cfg: Option<PluginConfig>,
@@ -56,13 +58,9 @@ impl RootContext for Plugin {
             let bootstrap = Scorer::bootstrap(&cfg)?;
             // Models this worker already took from the registry stay: a configuration change
             // (a threshold, say) must not fall back to the bootstrap models.
-            let loaded = self.updates.loaded().iter().filter(|_| cfg.registry.is_some());
-            let registry = loaded.filter_map(|(entry, model)| {
-                let policy = Scorer::policy_of(&cfg, &entry.name)?;
-                Some(Served { model: model.clone(), policy, version: Some(entry.version), shadow: entry.mode == ModelMode::Shadow })
-            });
-            let models = with_bootstrap(registry.collect(), &bootstrap);
-            Ok((Scorer::build(&cfg, self.seed, models)?, cfg, bootstrap))
+            let registry = self.updates.loaded().filter(|_| cfg.registry.is_some());
+            let scorer = build(&cfg, self.seed, registry, &bootstrap)?;
+            Ok((scorer, cfg, bootstrap))
         });
         match built {
             Ok((scorer, cfg, bootstrap)) => {
@@ -76,7 +74,7 @@ impl RootContext for Plugin {
                     &format!("edgescore: configured {} model(s) [{}], {} feature slot(s), mode {:?}{from_registry}", models.len(), models.join(", "), scorer.slots().len(), scorer.mode()),
                 );
                 // The previous scorer's metrics are flushed as it is dropped.
-                *self.active.borrow_mut() = Some(Active::new(scorer));
+                *self.serving.borrow_mut() = Some(Serving::new(scorer));
                 let flush_ms = cfg.metrics.flush_ms as u64;
                 let mut tick_ms = flush_ms;
                 self.check_every_ns = None;
@@ -106,9 +104,9 @@ impl RootContext for Plugin {
     }
 
     fn on_tick(&mut self) {
-        if let Ok(mut active) = self.active.try_borrow_mut() {
-            if let Some(a) = active.as_mut() {
-                a.metrics.tally.flush();
+        if let Ok(mut serving) = self.serving.try_borrow_mut() {
+            if let Some(s) = serving.as_mut() {
+                s.metrics.tally.flush();
             }
         }
         let (Some(cfg), Some(m)) = (&self.cfg, &self.update_metrics) else { return };
@@ -121,8 +119,8 @@ impl RootContext for Plugin {
             }
             self.next_check_ns = start + every - cfg.metrics.flush_ms as u64 * 500_000;
         }
-        if let Tick::Ready(record, served) = self.updates.tick(reg.slice_bytes as usize, m) {
-            self.swap(record, served);
+        if let Tick::Ready(record, models) = self.updates.tick(reg.slice_bytes as usize, m) {
+            self.swap(record, models);
         }
         if let Some(m) = &self.update_metrics {
             let _ = hostcalls::record_metric(m.tick_us, elapsed_us(start));
@@ -130,7 +128,7 @@ impl RootContext for Plugin {
     }
 
     fn create_http_context(&self, _context_id: u32) -> Option<Box<dyn HttpContext>> {
-        Some(Box::new(Stream::new(self.active.clone())))
+        Some(Box::new(Stream::new(self.serving.clone())))
     }
 
     fn get_type(&self) -> Option<ContextType> {
@@ -141,35 +139,23 @@ impl RootContext for Plugin {
 impl Plugin {
     /// Builds a scorer from a record's models (plus bootstrap models the record does not
     /// replace) and swaps it in. The old scorer is dropped here, between two requests.
-    fn swap(&mut self, record: Record, served: Vec<(edgescore_core::handoff::RecordModel, Served)>) {
+    fn swap(&mut self, record: Record, models: Vec<(RecordModel, Model)>) {
         let Some(cfg) = &self.cfg else { return };
         let m = self.update_metrics.as_ref();
-        let mut models: Vec<Served> = Vec::new();
-        let mut entries = Vec::new();
-        for (entry, mut s) in served {
-            let Some(policy) = Scorer::policy_of(cfg, &entry.name) else { continue };
-            s.policy = policy;
-            entries.push((entry, s.model.clone()));
-            models.push(s);
-        }
-        let models = with_bootstrap(models, &self.bootstrap);
-        match Scorer::build(cfg, self.seed, models) {
+        match build(cfg, self.seed, registry_models(&models), &self.bootstrap) {
             Ok(scorer) => {
                 let ids: Vec<&str> = scorer.models().iter().map(|m| m.id.as_str()).collect();
                 log(LogLevel::Info, &format!("edgescore: registry generation {} (manifest {}) serving [{}]", record.generation, record.sequence, ids.join(", ")));
                 // The gauges name the versions served; 0 for a model the new set no longer
                 // has (a shadow dropped by its promotion).
-                let served = entries.iter().map(|(e, _)| (e.name.as_str(), e.mode, e.version));
-                let dropped = self.updates.loaded().iter().map(|(e, _)| e).filter(|old| !entries.iter().any(|(e, _)| e.name == old.name && e.mode == old.mode));
+                let served = models.iter().map(|(e, _)| (e.name.as_str(), e.mode, e.version));
+                let dropped = self.updates.loaded_entries().filter(|old| !models.iter().any(|(e, _)| e.name == old.name && e.mode == old.mode));
                 let gauges: Vec<(&str, ModelMode, u64)> = served.chain(dropped.map(|e| (e.name.as_str(), e.mode, 0))).collect();
                 for (name, mode, version) in gauges {
-                    let kind = if mode == ModelMode::Shadow { "shadow_version" } else { "version" };
-                    if let Ok(id) = hostcalls::define_metric(MetricType::Gauge, &format!("edgescore.registry.{kind}.{name}")) {
-                        let _ = hostcalls::record_metric(id, version);
-                    }
+                    let _ = hostcalls::record_metric(metrics::gauge(&names::registry::version(name, mode == ModelMode::Shadow)), version);
                 }
-                *self.active.borrow_mut() = Some(Active::new(scorer));
-                self.updates.swapped(entries);
+                *self.serving.borrow_mut() = Some(Serving::new(scorer));
+                self.updates.swapped(models);
                 if let Some(m) = m {
                     let _ = hostcalls::increment_metric(m.swaps, 1);
                 }
@@ -185,15 +171,10 @@ impl Plugin {
     }
 }
 
-/// `models` (from the registry) plus each bootstrap model whose policy no active registry
-/// model serves yet.
-fn with_bootstrap(mut models: Vec<Served>, bootstrap: &[Served]) -> Vec<Served> {
-    for b in bootstrap {
-        if !models.iter().any(|m| !m.shadow && m.policy == b.policy) {
-            models.push(b.clone());
-        }
-    }
-    models
+/// The one way a scorer is built: the registry's models under their configured policies,
+/// plus the bootstrap models they do not replace.
+fn build<'m>(cfg: &PluginConfig, seed: u64, registry: impl IntoIterator<Item = RegistryModel<'m>>, bootstrap: &[Served]) -> Result<Scorer, ConfigError> {
+    Scorer::build(cfg, seed, Scorer::served(cfg, registry, bootstrap))
 }
 
 fn log(level: LogLevel, message: &str) {

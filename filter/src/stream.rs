@@ -1,25 +1,25 @@
-//! One HTTP request's context: hands each callback to the configuration's [`Active`]; for a
+//! One HTTP request's context: hands each callback to the configuration's [`Serving`]; for a
 //! request on the text path it keeps where the request is ([`TextState`]).
 
-use crate::active::{Active, TextState};
+use crate::serving::{Serving, TextState};
 use proxy_wasm::traits::{Context, HttpContext};
 use proxy_wasm::types::Action;
 use std::cell::RefCell;
 use std::rc::Rc;
 
 pub struct Stream {
-    active: Rc<RefCell<Option<Active>>>,
+    serving: Rc<RefCell<Option<Serving>>>,
     text: TextState,
 }
 
 impl Stream {
-    pub fn new(active: Rc<RefCell<Option<Active>>>) -> Stream {
-        Stream { active, text: TextState::None }
+    pub fn new(serving: Rc<RefCell<Option<Serving>>>) -> Stream {
+        Stream { serving, text: TextState::None }
     }
 
-    fn with_active(&mut self, f: impl FnOnce(&mut Active, &mut TextState) -> Action) -> Action {
-        match self.active.try_borrow_mut() {
-            Ok(mut active) => match active.as_mut() {
+    fn with_serving(&mut self, f: impl FnOnce(&mut Serving, &mut TextState) -> Action) -> Action {
+        match self.serving.try_borrow_mut() {
+            Ok(mut serving) => match serving.as_mut() {
                 Some(a) => f(a, &mut self.text),
                 None => Action::Continue,
             },
@@ -35,8 +35,8 @@ impl Context for Stream {
             return;
         }
         let TextState::Calling { started_ns, tree, scores, .. } = std::mem::replace(&mut self.text, TextState::None) else { return };
-        if let Ok(mut active) = self.active.try_borrow_mut() {
-            if let Some(a) = active.as_mut() {
+        if let Ok(mut serving) = self.serving.try_borrow_mut() {
+            if let Some(a) = serving.as_mut() {
                 a.on_text_verdict(num_headers, body_size, started_ns, tree, &scores);
                 return;
             }
@@ -49,17 +49,17 @@ impl HttpContext for Stream {
     fn on_http_request_headers(&mut self, _num_headers: usize, end_of_stream: bool) -> Action {
         #[cfg(feature = "test-trap")]
         crate::test_trap::on_request();
-        self.with_active(|a, text| a.on_request_headers(end_of_stream, text))
+        self.with_serving(|a, text| a.on_request_headers(end_of_stream, text))
     }
 
     fn on_http_request_body(&mut self, body_size: usize, end_of_stream: bool) -> Action {
-        self.with_active(|a, text| a.on_request_body(body_size, end_of_stream, text))
+        self.with_serving(|a, text| a.on_request_body(body_size, end_of_stream, text))
     }
 
     fn on_http_request_trailers(&mut self, _num_trailers: usize) -> Action {
         if matches!(self.text, TextState::None) {
             return Action::Continue;
         }
-        self.with_active(|a, text| a.on_request_trailers(text))
+        self.with_serving(|a, text| a.on_request_trailers(text))
     }
 }

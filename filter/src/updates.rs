@@ -7,40 +7,18 @@
 //! its NLP verdict) keeps the tree decision it already made.
 
 use crate::host::now_ns;
+use crate::metrics::UpdateMetrics;
 use edgescore_core::ensemble::Model;
 use edgescore_core::handoff::{Progress, Record, RecordModel, Standby, RECORD_KEY};
 use edgescore_core::registry::ModelMode;
-use edgescore_core::scorer::Served;
+use edgescore_core::scorer::RegistryModel;
 use proxy_wasm::hostcalls;
-use proxy_wasm::types::MetricType;
-
-/// Worker-side metrics (every worker adds to the same process-wide counters).
-pub struct UpdateMetrics {
-    pub swaps: u32,
-    pub copy_faults: u32,
-    pub refused: u32,
-    /// Microseconds of update work per tick (copying, checking, building, swapping).
-    pub tick_us: u32,
-}
-
-impl UpdateMetrics {
-    pub fn define() -> UpdateMetrics {
-        let counter = |n: &str| hostcalls::define_metric(MetricType::Counter, n).unwrap_or(u32::MAX);
-        UpdateMetrics {
-            swaps: counter("edgescore.registry.swaps"),
-            copy_faults: counter("edgescore.registry.copy_faults"),
-            refused: counter("edgescore.registry.swaps_refused"),
-            tick_us: hostcalls::define_metric(MetricType::Histogram, "edgescore.registry.tick_us").unwrap_or(u32::MAX),
-        }
-    }
-}
 
 /// What a tick produced.
 pub enum Tick {
     Nothing,
-    /// A complete, checked set of models to build a scorer from (the record they came from);
-    /// their policies are the caller's to find.
-    Ready(Record, Vec<(RecordModel, Served)>),
+    /// A complete, checked set of models to build a scorer from (the record they came from).
+    Ready(Record, Vec<(RecordModel, Model)>),
 }
 
 #[derive(Default)]
@@ -55,8 +33,13 @@ pub struct Updates {
 }
 
 impl Updates {
-    pub fn loaded(&self) -> &[(RecordModel, Model)] {
-        &self.loaded
+    /// The models this worker serves from the registry, as the scorer takes them.
+    pub fn loaded(&self) -> impl Iterator<Item = RegistryModel<'_>> {
+        registry_models(&self.loaded)
+    }
+
+    pub fn loaded_entries(&self) -> impl Iterator<Item = &RecordModel> {
+        self.loaded.iter().map(|(e, _)| e)
     }
 
     /// One tick's update work, at most `slice_bytes` of copying.
@@ -93,7 +76,7 @@ impl Updates {
                         },
                     };
                     match model {
-                        Ok(model) => served.push((entry.clone(), Served { model, policy: 0, version: Some(entry.version), shadow: entry.mode == ModelMode::Shadow })),
+                        Ok(model) => served.push((entry.clone(), model)),
                         // The poller validated these exact bytes (the SHA-256 matched): only a
                         // different filter build could refuse them.
                         Err(_) => {
@@ -124,6 +107,11 @@ impl Updates {
     fn differs(&self, record: &Record) -> bool {
         record.models.len() != self.loaded.len() || record.models.iter().any(|e| !self.loaded.iter().any(|(l, _)| l.same_as(e)))
     }
+}
+
+/// `models` as the scorer takes them.
+pub fn registry_models(models: &[(RecordModel, Model)]) -> impl Iterator<Item = RegistryModel<'_>> {
+    models.iter().map(|(e, model)| RegistryModel { name: &e.name, version: e.version, shadow: e.mode == ModelMode::Shadow, model })
 }
 
 /// Microseconds since `start_ns`.

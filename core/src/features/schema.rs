@@ -5,6 +5,7 @@
 use super::extract::{FeaturePlan, FeatureValues, Properties};
 use super::hash::{bucket, HashKey};
 use super::{Feature, Kind};
+use crate::ensemble::TreeEnsemble;
 use crate::request::Request;
 
 /// Buckets are written into f32 features; beyond 2^24 they would stop being exact integers.
@@ -67,6 +68,17 @@ impl FeatureSchema {
         self.slots.push(Slot { name: if clash { slot_name(buckets) } else { name.to_string() }, buckets, feature: f });
         self.values = self.plan.values();
         Ok(self.slots.len() - 1)
+    }
+
+    /// Admits a model to the schema: the slot of each of its features, in the model's order
+    /// (its gather list), adding slots the schema lacks. The one check that the catalogue
+    /// computes every feature a model reads, for the served set and the registry alike.
+    pub fn admit(&mut self, e: &TreeEnsemble<'_>) -> Result<Vec<u32>, SchemaError> {
+        let mut gather = Vec::with_capacity(e.n_features());
+        for (j, spec) in e.features().iter().enumerate() {
+            gather.push(self.slot(e.feature_name(j), spec.buckets)? as u32);
+        }
+        Ok(gather)
     }
 
     pub fn slots(&self) -> &[Slot] {

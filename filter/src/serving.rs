@@ -12,7 +12,7 @@ use crate::host::{self, HostBuffer, HTTP_CALL_RESPONSE_BODY, HTTP_CALL_RESPONSE_
 use crate::metrics::{self, Metrics};
 use edgescore_core::action::ActionKind;
 use edgescore_core::conn_cache::ConnCache;
-use edgescore_core::decision::{DecisionCount, Edits, Raised, TextHold};
+use edgescore_core::decision::{Edits, Raised, TextHold};
 use edgescore_core::request::{HeaderMap, Property, Request};
 use edgescore_core::scorer::Scorer;
 use edgescore_core::text::{self, TextVerdict};
@@ -38,18 +38,18 @@ pub enum TextState {
     Calling { token: u32, started_ns: u64, tree: ActionKind, scores: Vec<u8> },
 }
 
-pub struct Active {
+pub struct Serving {
     pub scorer: Scorer,
     pub metrics: Metrics,
     /// Connection properties by connection id (see [`ConnCache`]).
     conns: ConnCache,
 }
 
-impl Active {
-    pub fn new(scorer: Scorer) -> Active {
+impl Serving {
+    pub fn new(scorer: Scorer) -> Serving {
         let labels: Vec<&str> = scorer.decision().text_config().iter().flat_map(|t| t.labels.keys().map(String::as_str)).collect();
         let metrics = Metrics::define(scorer.models(), scorer.metrics_config(), &labels);
-        Active { scorer, metrics, conns: ConnCache::new(CONN_SLOTS) }
+        Serving { scorer, metrics, conns: ConnCache::new(CONN_SLOTS) }
     }
 
     pub fn on_request_headers(&mut self, end_of_stream: bool, text: &mut TextState) -> Action {
@@ -116,15 +116,7 @@ impl Active {
                 t.record(h, *v);
             }
         }
-        t.add(
-            match outcome.count {
-                DecisionCount::Allow => m.decision_allow,
-                DecisionCount::Tag => m.decision_tag,
-                DecisionCount::Block => m.decision_block,
-                DecisionCount::ShadowBlock => m.decision_shadow_block,
-            },
-            1,
-        );
+        m.decision(outcome.count);
         if replied {
             return Action::Pause;
         }
