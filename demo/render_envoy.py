@@ -402,6 +402,34 @@ def render(compose: bool = False) -> str:
     return text
 
 
+NATIVE_ENVOY_YAML = ROOT / "envoy.native.yaml"
+
+NATIVE_HEADER = """\
+# edgescore demo Envoy configuration with the native module (native/, libedgescore_native.so)
+# in place of the Wasm filter: envoy.yaml's listener, plugin JSON, registry cluster, access log
+# and stats tags (docs/operators.md, "Wasm or native"). Rendered from envoy.yaml by
+# demo/render_envoy.py (`make envoy-yaml`); edit that, not this.
+#
+#   make build && ENVOY_DYNAMIC_MODULES_SEARCH_PATH=target/native .venv/bin/envoy -c envoy.native.yaml
+#
+# The module polls the registry itself (on Envoy's main thread, with Envoy's HTTP callouts), so
+# there is no service VM; its filter state keys have no `wasm.` prefix. Its metrics_namespace is
+# the Wasm filter's (`wasmcustom`, the one Envoy leaves out of /stats/prometheus names), so the
+# metrics have the same names as the Wasm filter's.
+# The module is built for Envoy 1.40 (dynamic-modules ABI v0.2.0): rebuild it for another minor.
+# The registry trusts the demo key, whose secret half is committed (demo/keys/): trust your own.
+
+"""
+
+
+def render_native() -> str:
+    """envoy.native.yaml's text."""
+    import yaml
+
+    cfg = to_native(load_config(registry=True))
+    return NATIVE_HEADER + yaml.safe_dump(cfg, sort_keys=False, width=100, allow_unicode=False)
+
+
 def load_config(text: str | None = None, *, registry: bool = False) -> dict[str, Any]:
     """envoy.yaml as a dict (rendered unless `text` is given). With `registry`, as it ships;
     without, the models are inline bootstrap artifacts (target/models) and there is no poller
@@ -428,6 +456,14 @@ def wasm_filter(cfg: dict[str, Any]) -> dict[str, Any]:
     return hcm(cfg)["http_filters"][0]["typed_config"]["config"]
 
 
+# The native module's `metrics_namespace`: the Wasm filter's, so that /stats, /stats/prometheus
+# (edgescore_decision{action="block"}), the stats tags and the dashboards are the same for both.
+# Envoy 1.40 leaves a module's namespace out of /stats/prometheus names only with the runtime flag
+# below (otherwise they read envoy_wasmcustom_edgescore_decision).
+NATIVE_STATS_PREFIX = "wasmcustom"
+NATIVE_RUNTIME = {"envoy.reloadable_features.dynamic_modules_strip_custom_stat_prefix": True}
+
+
 def cluster(cfg: dict[str, Any], name: str) -> dict[str, Any]:
     return next(c for c in cfg["static_resources"]["clusters"] if c["name"] == name)
 
@@ -438,9 +474,61 @@ def set_cluster_address(cfg: dict[str, Any], name: str, address: str, port: int)
     ep["endpoint"]["address"]["socket_address"].update(address=address, port_value=port)
 
 
+def plugin_value(cfg: dict[str, Any]) -> dict[str, Any]:
+    """The `{"@type": StringValue, "value": JSON}` that holds the plugin configuration, in the
+    Wasm filter or the native module."""
+    typed = hcm(cfg)["http_filters"][0]["typed_config"]
+    return typed["filter_config"] if "filter_config" in typed else typed["config"]["configuration"]
+
+
 def set_plugin_config(cfg: dict[str, Any], plugin: dict[str, Any] | str) -> None:
     value = plugin if isinstance(plugin, str) else json.dumps(plugin)
-    wasm_filter(cfg)["configuration"]["value"] = value
+    plugin_value(cfg)["value"] = value
+    for ext in cfg.get("bootstrap_extensions", []):
+        if ext["typed_config"].get("config", {}).get("root_id") == REGISTRY_ROOT_ID:
+            ext["typed_config"]["config"]["configuration"]["value"] = value
+
+
+# The native module (native/, `make build`): libedgescore_native.so, which Envoy finds under
+# ENVOY_DYNAMIC_MODULES_SEARCH_PATH (demo/envoyctl.py sets it to NATIVE_DIR for the Envoys it
+# starts).
+NATIVE_MODULE = "edgescore_native"
+NATIVE_DIR = ROOT / "target" / "native"
+NATIVE = NATIVE_DIR / f"lib{NATIVE_MODULE}.so"
+DYNAMIC_MODULE_FILTER = "type.googleapis.com/envoy.extensions.filters.http.dynamic_modules.v3.DynamicModuleFilter"
+
+
+def to_native(cfg: dict[str, Any]) -> dict[str, Any]:
+    """`cfg` (a Wasm configuration from load_config) with the native module in the Wasm filter's
+    place: the same plugin JSON, registry cluster, access log and stats tags. The module polls
+    the registry itself, so the Wasm service VM goes; its filter state keys have no `wasm.`
+    prefix (that is the Wasm host's). Its metrics go in NATIVE_STATS_PREFIX, the Wasm filter's
+    namespace, so /stats, /stats/prometheus and the stats tags are the same for both."""
+    cfg = json.loads(json.dumps(cfg))
+    f = hcm(cfg)["http_filters"][0]
+    plugin = f["typed_config"]["config"]["configuration"]
+    f["name"] = "edgescore"
+    f["typed_config"] = {
+        "@type": DYNAMIC_MODULE_FILTER,
+        "dynamic_module_config": {"name": NATIVE_MODULE, "do_not_close": True, "metrics_namespace": NATIVE_STATS_PREFIX},
+        "filter_name": "edgescore",
+        "filter_config": plugin,
+    }
+    exts = [e for e in cfg.get("bootstrap_extensions", []) if e["typed_config"].get("config", {}).get("root_id") != REGISTRY_ROOT_ID]
+    if exts:
+        cfg["bootstrap_extensions"] = exts
+    else:
+        cfg.pop("bootstrap_extensions", None)
+    layers = cfg.setdefault("layered_runtime", {}).setdefault("layers", [])
+    if not layers:  # a layered_runtime of one's own replaces Envoy's default admin layer
+        layers.append({"name": "admin", "admin_layer": {}})
+    layers.insert(0, {"name": "edgescore_native", "static_layer": dict(NATIVE_RUNTIME)})
+    for log in hcm(cfg).get("access_log", []):
+        fmt = log["typed_config"].get("log_format", {}).get("json_format", {})
+        for k, v in fmt.items():
+            if isinstance(v, str):
+                fmt[k] = v.replace("%FILTER_STATE(wasm.", "%FILTER_STATE(")
+    return cfg
 
 
 # The `root_id` that makes a VM of the .wasm the registry poller (filter/src/root.rs).
@@ -492,8 +580,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--check", action="store_true", help="exit 1 if envoy.yaml or its compose variant is stale")
     args = ap.parse_args(argv)
     stale = []
-    for path, compose in ((ENVOY_YAML, False), (COMPOSE_ENVOY_YAML, True)):
-        text = render(compose)
+    for path, text in ((ENVOY_YAML, render(False)), (COMPOSE_ENVOY_YAML, render(True)), (NATIVE_ENVOY_YAML, render_native())):
         current = path.read_text() if path.exists() else None
         if current == text:
             continue

@@ -141,8 +141,8 @@ def cli_step(cli: Path) -> None:
 
 
 def parse_state(s: str | None) -> tuple[str, dict[str, str]]:
-    """The access log's `edgescore` field (filter state `wasm.edgescore`): the decision, a
-    space, the scores (`tag;model=abuse@v1 bot=0.0312;abuse=0.7700`)."""
+    """The access log's `edgescore` field (filter state `wasm.edgescore`, the native module's
+    `edgescore`): the decision, a space, the scores (`tag;model=abuse@v1 bot=0.0312;abuse=0.7700`)."""
     decision, _, scores = (s or "").partition(" ")
     return decision or "-", parse_scores(scores)
 
@@ -160,9 +160,10 @@ def parse_scores(s: str | None) -> dict[str, str]:
 
 
 def served_versions(envoy: envoyctl.Envoy) -> dict[str, int]:
-    """The registry versions the workers serve (the `edgescore.registry.version.<name>` gauges)."""
-    prefix = "wasmcustom.edgescore.registry.version."
-    return {k[len(prefix):]: v for k, v in envoy.stats(r"registry\.version\.").items() if k.startswith(prefix)}
+    """The registry versions the workers serve (the `edgescore.registry.version.<name>` gauges,
+    under `wasmcustom.` or the native module's `dynamicmodulescustom.`)."""
+    stem = "edgescore.registry.version."
+    return {k.split(stem, 1)[1]: v for k, v in envoy.stats(r"edgescore\.registry\.version\.").items() if stem in k}
 
 
 def wait_for_models(envoy: envoyctl.Envoy, listener: tuple[str, int], versions: dict[str, int],
@@ -407,6 +408,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cli", default=str(ROOT / "target" / "release" / "edgescore"))
     ap.add_argument("--keep-running", action="store_true", help="leave Envoy and the backend up until Ctrl-C")
     ap.add_argument("--no-nlp", action="store_true", help="do not start the NLP service (the text path fails open)")
+    ap.add_argument("--native", action="store_true",
+                    help="run Envoy with the native module (target/native/libedgescore_native.so) instead of the .wasm")
     ap.add_argument("--serve-only", action="store_true",
                     help="send nothing: start the system and serve until Ctrl-C or SIGTERM")
     ap.add_argument("--listener", type=loopback_address, default=LISTENER, metavar="HOST:PORT",
@@ -490,13 +493,15 @@ def main(argv: list[str] | None = None) -> int:
             print(f"note: {NLP[0]}:{NLP[1]} is in use; the demo's NLP service runs on port {port}", file=sys.stderr)
         render_envoy.set_cluster_address(cfg, "nlp", NLP[0], port)
         nlp = NlpService(port, work / "nlp")
+    if args.native:
+        cfg = render_envoy.to_native(cfg)
     config = work / "envoy.json"
     config.write_text(json.dumps(cfg, indent=1))
     registry_server = registry.RegistryServer(registry_dir, registry_port)
 
     backend = None
     envoy = envoyctl.Envoy(config, work, cwd=ROOT, concurrency=1, log_level="warning",
-                           extra_args=("--component-log-level", "wasm:info"))
+                           extra_args=("--component-log-level", "wasm:info,dynamic_modules:info"))
     try:
         if nlp is not None:
             nlp.start()  # Ray starts while the CLI step and the tree requests run

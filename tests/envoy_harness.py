@@ -68,7 +68,7 @@ def with_test_flush(cfg: dict) -> float:
     it (or the configuration is not JSON: tests of refused configurations). Returns the flush
     period in seconds."""
     try:
-        conf = render_envoy.wasm_filter(cfg)["configuration"]
+        conf = render_envoy.plugin_value(cfg)
         plugin = json.loads(conf["value"])
     except (KeyError, IndexError, TypeError, ValueError):
         return DEFAULT_FLUSH_MS / 1000

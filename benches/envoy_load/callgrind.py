@@ -3,7 +3,7 @@
 
     .venv/bin/python -m benches.envoy_load.callgrind [--requests 1000] VARIANT [VARIANT ...]
 
-VARIANT is `none`, `noop`, `edgescore` (the configurations of run.py), `noop:<plan>` (the no-op
+VARIANT is `none`, `noop`, `edgescore`, `native` (the configurations of run.py), `noop:<plan>` (the no-op
 filter making host calls, e.g. `noop:headers=1,properties=1`) or `wasm:<name>=<path>` (the
 edgescore filter from another .wasm); `edgescore` and `wasm:` take outputs beyond the defaults
 after `@`, e.g. `edgescore@decision+state` (run.bench_plugin_config). Each runs in its own Envoy (--concurrency 1) under
@@ -11,8 +11,8 @@ after `@`, e.g. `edgescore@decision+state` (run.bench_plugin_config). Each runs 
 `--requests` of the bench's requests (demo/traffic.py, 4 keep-alive connections, a new one after
 each POST as Envoy closes it) are counted. Printed per request: user-space instructions by
 where they ran — Envoy's own code, tcmalloc (Envoy's allocator, remapped out of the binary),
-libc, and JIT code (the Wasm module compiled by V8, plus V8's wrappers) — and the total's
-difference to the first variant.
+libc, JIT code (the Wasm module compiled by V8, plus V8's wrappers) and the native module
+(libedgescore_native.so) — and the total's difference to the first variant.
 
 Timing on this shared 2-core machine moves by ±5 µs between runs; instruction counts repeat to
 within ~0.1 %, so they can tell apart changes of a few hundred instructions per request. They are
@@ -105,6 +105,8 @@ def split(out_file: Path) -> dict[str, int]:
             key = "envoy"
         elif "libc.so" in obj:
             key = "libc"
+        elif obj.endswith(f"lib{render_envoy.NATIVE_MODULE}.so"):
+            key = "module"
         else:
             key = "other"
         parts[key] = parts.get(key, 0) + n
@@ -144,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     run.build_noop()
     work = Path(tempfile.mkdtemp(prefix="edgescore-callgrind-"))
     first = None
-    print(f"{'variant':40} {'instr/req':>10} {'vs first':>9}  {'envoy':>7} {'tcmalloc':>8} {'libc':>6} {'JIT':>7}")
+    print(f"{'variant':40} {'instr/req':>10} {'vs first':>9}  {'envoy':>7} {'tcmalloc':>8} {'libc':>6} {'JIT':>7} {'module':>7}")
     try:
         # A variant under callgrind takes ~15 s: one step each, on stderr and on a terminal only
         # (disable=None), the table's rows printed above it.
@@ -156,7 +158,8 @@ def main(argv: list[str] | None = None) -> int:
                 first = total if first is None else first
                 with tqdm.external_write_mode():
                     print(f"{v[:40]:40} {total:10,.0f} {total - first:+9,.0f}  {p.get('envoy', 0):7,.0f} "
-                          f"{p.get('tcmalloc', 0):8,.0f} {p.get('libc', 0):6,.0f} {p.get('JIT', 0):7,.0f}", flush=True)
+                          f"{p.get('tcmalloc', 0):8,.0f} {p.get('libc', 0):6,.0f} {p.get('JIT', 0):7,.0f} "
+                          f"{p.get('module', 0):7,.0f}", flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print(f"callgrind: {len(args.variants)} variant{'s' if len(args.variants) != 1 else ''}, {args.requests:,} requests "

@@ -17,6 +17,8 @@ Envoys identical but for their HTTP filters answer every request themselves with
                   configuration natively (benches/src/bin/authz_sidecar.rs)
   (e) authz-ort   ext_authz to a Python sidecar: the example models as ONNX in ONNX Runtime,
                   features ported to Python (ort_sidecar.py; checked first by ort_parity.py)
+  (f) native      (b)'s filter, models and plugin configuration as the native dynamic module
+                  (native/, target/native/libedgescore_native.so) instead of the .wasm
 The sidecars (sidecars.py) run pinned to Envoy's CPU. Envoy runs with --concurrency 1 pinned to
 CPU 1, wrk with one thread pinned to CPU 0. wrk
 cycles through browser-like and bot-like requests (demo/traffic.py) sent with exact header
@@ -55,7 +57,7 @@ from demo import envoyctl, render_envoy, traffic  # noqa: E402
 NOOP_TARGET = ROOT / "target" / "envoy-bench-noop"
 NOOP_WASM = NOOP_TARGET / "wasm32-wasip1" / "release" / "edgescore_noop_filter.wasm"
 HZ = os.sysconf("SC_CLK_TCK")
-VARIANTS = ("none", "edgescore", "noop", "authz-rust", "authz-ort")
+VARIANTS = ("none", "edgescore", "noop", "authz-rust", "authz-ort", "native")
 SIDECAR_VARIANTS = ("authz-rust", "authz-ort")
 CLI = ROOT / "target" / "release" / "edgescore"
 # --hostcalls: the no-op filter making the host calls the edgescore filter makes per request with
@@ -108,6 +110,8 @@ def bench_config(variant: str, models: tuple[render_envoy.ModelPolicy, ...], was
         wasm["name"] = wasm["root_id"] = wasm["vm_config"]["vm_id"] = "noop"
         wasm["vm_config"]["code"]["local"]["filename"] = str(NOOP_WASM)
         wasm["configuration"]["value"] = hostcall_plan(variant)
+    elif variant == "native":
+        return render_envoy.to_native(bench_config("edgescore", models, outputs=outputs))
     elif variant in SIDECAR_VARIANTS:
         authz, cluster = sidecars.ext_authz(sidecar_port, list(bench_plugin_config(models)["headers"].values()))
         hcm["http_filters"] = [authz, router]

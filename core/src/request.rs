@@ -70,16 +70,22 @@ impl<'a> HeaderMap<'a> {
 
     /// [`HeaderMap::encode`] into a reused buffer (cleared first).
     pub fn encode_into<N: AsRef<[u8]>, V: AsRef<[u8]>>(out: &mut Vec<u8>, pairs: &[(N, V)]) {
+        HeaderMap::encode_iter_into(out, pairs.iter().map(|(n, v)| (n.as_ref(), v.as_ref())));
+    }
+
+    /// [`HeaderMap::encode_into`] from any re-iterable pairs (a host's own header array). No
+    /// allocation once `out` has grown to the largest map it has held.
+    pub fn encode_iter_into<'p>(out: &mut Vec<u8>, pairs: impl Iterator<Item = (&'p [u8], &'p [u8])> + Clone) {
         out.clear();
-        out.extend_from_slice(&(pairs.len() as u32).to_le_bytes());
-        for (n, v) in pairs {
-            out.extend_from_slice(&(n.as_ref().len() as u32).to_le_bytes());
-            out.extend_from_slice(&(v.as_ref().len() as u32).to_le_bytes());
+        out.extend_from_slice(&(pairs.clone().count() as u32).to_le_bytes());
+        for (n, v) in pairs.clone() {
+            out.extend_from_slice(&(n.len() as u32).to_le_bytes());
+            out.extend_from_slice(&(v.len() as u32).to_le_bytes());
         }
         for (n, v) in pairs {
-            out.extend_from_slice(n.as_ref());
+            out.extend_from_slice(n);
             out.push(0);
-            out.extend_from_slice(v.as_ref());
+            out.extend_from_slice(v);
             out.push(0);
         }
     }

@@ -1,0 +1,196 @@
+//! One filter configuration (`on_http_filter_config_new`, main thread): the plugin JSON parsed
+//! by the core, its metrics defined, a scorer per worker, and — with a `registry` — the poller.
+//! Every worker's streams share it, so everything in it is `Sync`: the per-worker state sits
+//! behind each worker's own lock (`workers`), the poller's behind the main thread's.
+//!
+//! Envoy gives a filter configuration no timer: a module thread ([`Ticker`]) commits a
+//! scheduler event every tick, and the main thread, in `on_http_filter_config_scheduled`,
+//! flushes the workers' counts and drives the registry poll with Envoy's own HTTP callouts.
+
+use crate::abi::{LOG_ERROR, LOG_INFO};
+use crate::envoy::{self, EnvoyConfig, Scheduler};
+use crate::metrics::Defined;
+use crate::poller::Poller;
+use crate::workers::{Worker, Workers};
+use edgescore_core::config::{ConfigError, PluginConfig};
+use edgescore_core::scorer::{RegistryModel, Scorer, Served};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+pub struct Filter {
+    pub envoy: EnvoyConfig,
+    pub cfg: PluginConfig,
+    /// The configuration's inline artifacts, validated once.
+    pub bootstrap: Vec<Served>,
+    pub metrics: Defined,
+    pub workers: Workers,
+    pub seed: u64,
+    poller: Mutex<Option<Poller>>,
+    ticker: Option<Ticker>,
+}
+
+impl Filter {
+    /// Parses `json` and builds everything a request needs; the error is logged by the caller.
+    pub fn new(envoy: EnvoyConfig, json: &[u8]) -> Result<Arc<Filter>, ConfigError> {
+        let cfg = PluginConfig::parse(json)?;
+        let seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0x9e37_79b9_7f4a_7c15, |d| d.as_nanos() as u64);
+        let bootstrap = Scorer::bootstrap(&cfg)?;
+        // Built here first so that a configuration the core refuses is refused at load. Without
+        // a bootstrap artifact it has no model: requests get `on_error` until the registry's
+        // models arrive (docs/registry.md, "Start-up").
+        let first = Scorer::build(&cfg, seed, bootstrap.clone())?;
+        let names = model_names(&cfg, &bootstrap);
+        let metrics = Defined::define(&envoy, &cfg, &names);
+        let workers = Workers::new(envoy::concurrency() as usize, &metrics, || Scorer::build(&cfg, seed, bootstrap.clone()).ok());
+        let poller = cfg.registry.as_ref().map(|reg| Poller::new(&cfg, reg));
+        let tick_ms = match &cfg.registry {
+            // Polls are due every poll_seconds; the tick also flushes the workers' counts.
+            Some(_) => cfg.metrics.flush_ms.min(1000),
+            None => cfg.metrics.flush_ms,
+        };
+        let models: Vec<&str> = first.models().iter().map(|m| m.id.as_str()).collect();
+        let from_registry = match &cfg.registry {
+            Some(r) => format!("; from the registry (cluster `{}`): {}", r.cluster, names.join(", ")),
+            None => String::new(),
+        };
+        envoy::log(
+            LOG_INFO,
+            &format!(
+                "edgescore: configured {} model(s) [{}], {} feature slot(s), mode {:?}{from_registry} (native module, {} worker slot(s))",
+                models.len(),
+                models.join(", "),
+                first.slots().len(),
+                cfg.mode,
+                workers.len()
+            ),
+        );
+        if let (Some(reg), Some(p)) = (&cfg.registry, &poller) {
+            envoy::log(LOG_INFO, &format!("edgescore registry: polling cluster `{}` {} every {} s, {} key(s)", reg.cluster, reg.path, reg.poll_seconds, p.keys()));
+        }
+        let filter = Arc::new(Filter {
+            envoy,
+            cfg,
+            bootstrap,
+            metrics,
+            workers,
+            seed,
+            poller: Mutex::new(poller),
+            ticker: None,
+        });
+        // The ticker holds only the scheduler: the filter's lifetime stays Envoy's.
+        let scheduler = envoy.scheduler();
+        let mut filter = filter;
+        Arc::get_mut(&mut filter).expect("not shared yet").ticker = Some(Ticker::start(scheduler, Duration::from_millis(tick_ms as u64)));
+        Ok(filter)
+    }
+
+    /// The main thread's tick: the workers' counts to Envoy, replaced scorers freed, the
+    /// registry polled when due.
+    pub fn on_tick(&self) {
+        let start = std::time::Instant::now();
+        self.workers.tick(&self.metrics, &self.envoy);
+        #[cfg(feature = "count-allocations")]
+        self.envoy.set_gauge(self.metrics.allocations, crate::counting::edgescore_native_allocations());
+        let mut poller = self.poller.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(p) = poller.as_mut() {
+            p.tick(self);
+            self.envoy.record(self.metrics.tick_us, start.elapsed().as_micros() as u64);
+        }
+    }
+
+    /// An answer to a registry request (main thread); the update work (checks, a scorer built
+    /// per worker) is timed into `edgescore.registry.tick_us`.
+    pub fn on_callout(&self, id: u64, answer: Result<Vec<u8>, String>) {
+        let start = std::time::Instant::now();
+        let mut poller = self.poller.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(p) = poller.as_mut() {
+            p.answer(self, id, answer);
+            self.envoy.record(self.metrics.tick_us, start.elapsed().as_micros() as u64);
+        }
+    }
+
+    /// Builds a scorer per worker over `registry` (plus the bootstrap models it does not
+    /// replace) and leaves each in its worker's slot. The error is the configuration's refusal.
+    pub fn offer<'m>(&self, registry: &[RegistryModel<'m>]) -> Result<Vec<String>, ConfigError> {
+        let served = || Scorer::served(&self.cfg, registry.iter().map(|r| RegistryModel { name: r.name, version: r.version, shadow: r.shadow, model: r.model }), &self.bootstrap);
+        let probe = Scorer::build(&self.cfg, self.seed, served())?;
+        let ids = probe.models().iter().map(|m| m.id.clone()).collect();
+        let mut probe = Some(probe);
+        self.workers.offer(|| {
+            let scorer = probe.take().map_or_else(|| Scorer::build(&self.cfg, self.seed, served()), Ok);
+            // The same inputs built once already: a second build cannot fail.
+            Worker::new(scorer.expect("built before"), &self.metrics)
+        });
+        Ok(ids)
+    }
+}
+
+/// The configured models' names (a bootstrap artifact names its model when the configuration
+/// does not).
+fn model_names(cfg: &PluginConfig, bootstrap: &[Served]) -> Vec<String> {
+    let mut names: Vec<String> = cfg.models.iter().filter_map(|m| m.name.clone()).collect();
+    for b in bootstrap {
+        let name = b.model.ensemble().name().to_string();
+        if !names.contains(&name) {
+            names.push(name);
+        }
+    }
+    names
+}
+
+/// Logs and counts a refused configuration the way the Wasm filter does (Envoy then refuses
+/// the filter: a bad configuration fails at start-up, or the update is rejected and the
+/// previous configuration keeps serving).
+pub fn refused(envoy: EnvoyConfig, e: &ConfigError) {
+    envoy::log(LOG_ERROR, &format!("edgescore: configuration refused: {e}"));
+    if let Some(id) = envoy.define_counter(edgescore_core::metric_names::CONFIG_ERRORS) {
+        envoy.increment(id, 1);
+    }
+}
+
+/// The module thread that paces the main thread's tick (see the module's doc).
+struct Ticker {
+    stop: Arc<(Mutex<bool>, Condvar)>,
+    thread: Option<JoinHandle<()>>,
+    /// Dropped (deleted in Envoy) after `drop` has joined the thread that commits to it.
+    _scheduler: Arc<Scheduler>,
+}
+
+/// The scheduler event of a tick.
+pub const TICK_EVENT: u64 = 1;
+
+impl Ticker {
+    fn start(scheduler: Scheduler, period: Duration) -> Ticker {
+        let stop = Arc::new((Mutex::new(false), Condvar::new()));
+        let scheduler = Arc::new(scheduler);
+        let (s, sched) = (stop.clone(), scheduler.clone());
+        let thread = std::thread::Builder::new()
+            .name("edgescore-tick".into())
+            .spawn(move || {
+                let (lock, cv) = &*s;
+                let mut stopped = lock.lock().unwrap_or_else(|p| p.into_inner());
+                // The first tick a period after start: the registry cluster is ready by then.
+                while !*stopped {
+                    let (guard, timeout) = cv.wait_timeout(stopped, period).unwrap_or_else(|p| p.into_inner());
+                    stopped = guard;
+                    if timeout.timed_out() && !*stopped {
+                        sched.commit(TICK_EVENT);
+                    }
+                }
+            })
+            .ok();
+        Ticker { stop, thread, _scheduler: scheduler }
+    }
+}
+
+impl Drop for Ticker {
+    fn drop(&mut self) {
+        let (lock, cv) = &*self.stop;
+        *lock.lock().unwrap_or_else(|p| p.into_inner()) = true;
+        cv.notify_all();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}

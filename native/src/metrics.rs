@@ -1,0 +1,212 @@
+//! The module's metrics, with the Wasm filter's names (`edgescore_core::metric_names`), so the
+//! same `stats_tags`, dashboards and alerts serve both. Envoy lets a module define metrics only
+//! while its configuration is created, so every name a configuration can need is defined then:
+//! per configured model, its active and shadow counters.
+//!
+//! A request makes no call into Envoy's stats: each worker counts into its slot's
+//! [`Pending`] (plain memory, under the slot's lock it already holds), and the main thread hands
+//! the counts to Envoy on the configuration's tick ([`Defined::flush`]), as the Wasm filter does.
+
+use crate::envoy::EnvoyConfig;
+use edgescore_core::config::PluginConfig;
+use edgescore_core::decision::{DecisionCount, ModelPolicy};
+use edgescore_core::metric_names::{self as names, SCORE_BOUNDS};
+use edgescore_core::registry::REASONS;
+
+/// A counter's index in [`Defined::counters`] (and in every [`Pending`]); 0 is "not defined".
+#[derive(Clone, Copy, Default)]
+pub struct Count(usize);
+
+/// One model's counters.
+#[derive(Clone)]
+pub struct ModelCounts {
+    pub name: String,
+    pub shadow: bool,
+    pub bands: [Count; 3],
+    /// Per [`SCORE_BOUNDS`] entry, then `+Inf`; `None` when histograms are off.
+    pub buckets: Option<[Count; SCORE_BOUNDS.len() + 1]>,
+    pub count: Count,
+    pub sum: Count,
+}
+
+/// The text path's counters.
+pub struct TextCounts {
+    pub calls: Count,
+    pub errors: Count,
+    pub timeouts: Count,
+    pub skipped_empty: Count,
+    /// Per configured label, in the configuration's order.
+    pub labels: Vec<Count>,
+    /// The service's answer label: one counter per configured label (Envoy lets a module define
+    /// metrics only when its configuration loads, so an answer label the configuration does
+    /// not name is not counted here; the Wasm filter defines it on first sight).
+    pub verdicts: Vec<(String, Count)>,
+    pub raised_tag: Count,
+    pub raised_block: Count,
+    pub raised_shadow_block: Count,
+    pub latency_ms: Option<usize>,
+}
+
+/// Every metric of one configuration, as Envoy numbered them.
+pub struct Defined {
+    /// Envoy's id per [`Count`] (index 0 unused).
+    counters: Vec<usize>,
+    pub requests_scored: Count,
+    pub decisions: [Count; 4],
+    pub errors: Count,
+    pub panics: Count,
+    pub feature_log_lines: Count,
+    pub swaps: Count,
+    pub swaps_refused: Count,
+    pub polls: Count,
+    pub manifests_accepted: Count,
+    pub models_accepted: Count,
+    pub refused: Vec<Count>,
+    pub models: Vec<ModelCounts>,
+    pub text: TextCounts,
+    /// Gauges: Envoy ids.
+    pub seconds_since_good_poll: Option<usize>,
+    pub manifest_sequence: Option<usize>,
+    /// Per configured model name: (active, shadow) version gauges.
+    pub versions: Vec<(String, Option<usize>, Option<usize>)>,
+    pub tick_us: Option<usize>,
+    /// The test build's allocation count (feature `count-allocations`).
+    #[cfg_attr(not(feature = "count-allocations"), allow(dead_code))]
+    pub allocations: Option<usize>,
+}
+
+impl Defined {
+    /// Defines the metrics `cfg` can need. `model_names`: the configured models' names.
+    pub fn define(envoy: &EnvoyConfig, cfg: &PluginConfig, model_names: &[String]) -> Defined {
+        let mut counters = vec![usize::MAX];
+        let mut counter = |name: &str| match envoy.define_counter(name) {
+            Some(id) => {
+                counters.push(id);
+                Count(counters.len() - 1)
+            }
+            None => Count(0),
+        };
+        let per_model = cfg.metrics;
+        let mut models = Vec::new();
+        for name in model_names {
+            for shadow in [false, true] {
+                let prefix = names::model_prefix(name, shadow);
+                let mut band = |b: &str| if per_model.model_counters { counter(&names::model_requests(&prefix, b)) } else { Count(0) };
+                let bands = [band("allow"), band("tag"), band("block")];
+                let (buckets, count, sum) = if per_model.score_histograms {
+                    let mut buckets = [Count(0); SCORE_BOUNDS.len() + 1];
+                    for (i, slot) in buckets.iter_mut().enumerate() {
+                        *slot = counter(&names::score_bucket(&prefix, SCORE_BOUNDS.get(i).copied()));
+                    }
+                    (Some(buckets), counter(&names::score_count(&prefix)), counter(&names::score_sum(&prefix)))
+                } else {
+                    (None, Count(0), Count(0))
+                };
+                models.push(ModelCounts { name: name.clone(), shadow, bands, buckets, count, sum });
+            }
+        }
+        let registry = cfg.registry.is_some();
+        let reg = |c: &mut dyn FnMut(&str) -> Count, name: &str| if registry { c(name) } else { Count(0) };
+        let requests_scored = counter(names::REQUESTS_SCORED);
+        let decisions = DecisionCount::ALL.map(|d| counter(names::decision(d)));
+        let errors = counter(names::ERRORS);
+        let panics = counter(names::PANICS);
+        let feature_log_lines = counter(names::FEATURE_LOG_LINES);
+        let swaps = reg(&mut counter, names::registry::SWAPS);
+        let swaps_refused = reg(&mut counter, names::registry::SWAPS_REFUSED);
+        let polls = reg(&mut counter, names::registry::POLLS);
+        let manifests_accepted = reg(&mut counter, names::registry::MANIFESTS_ACCEPTED);
+        let models_accepted = reg(&mut counter, names::registry::MODELS_ACCEPTED);
+        let refused = REASONS.iter().map(|r| reg(&mut counter, &names::registry::refused(r))).collect();
+        let labels: Vec<&String> = cfg.text.iter().flat_map(|t| t.labels.keys()).collect();
+        let text = TextCounts {
+            calls: counter(names::text::CALLS),
+            errors: counter(names::text::ERRORS),
+            timeouts: counter(names::text::TIMEOUTS),
+            skipped_empty: counter(names::text::SKIPPED_EMPTY),
+            labels: labels.iter().map(|l| counter(&names::text::label(l))).collect(),
+            verdicts: labels.iter().map(|l| (l.to_string(), counter(&names::text::verdict(l)))).collect(),
+            raised_tag: counter(names::text::RAISED_TAG),
+            raised_block: counter(names::text::RAISED_BLOCK),
+            raised_shadow_block: counter(names::text::RAISED_SHADOW_BLOCK),
+            latency_ms: envoy.define_histogram(names::text::LATENCY_MS),
+        };
+        let gauge = |name: &str| if registry { envoy.define_gauge(name) } else { None };
+        Defined {
+            requests_scored,
+            decisions,
+            errors,
+            panics,
+            feature_log_lines,
+            swaps,
+            swaps_refused,
+            polls,
+            manifests_accepted,
+            models_accepted,
+            refused,
+            models,
+            text,
+            seconds_since_good_poll: gauge(names::registry::SECONDS_SINCE_GOOD_POLL),
+            manifest_sequence: gauge(names::registry::MANIFEST_SEQUENCE),
+            versions: model_names.iter().map(|n| (n.clone(), gauge(&names::registry::version(n, false)), gauge(&names::registry::version(n, true)))).collect(),
+            tick_us: if registry { envoy.define_histogram(names::registry::TICK_US) } else { None },
+            allocations: if cfg!(feature = "count-allocations") { envoy.define_gauge(names::NATIVE_ALLOCATIONS) } else { None },
+            counters,
+        }
+    }
+
+    /// A zeroed count per counter, for one worker.
+    pub fn pending(&self) -> Pending {
+        Pending(vec![0; self.counters.len()])
+    }
+
+    /// The counters of the scorer's models, in the scorer's model order (a model whose name has
+    /// no counters, which configuration checks rule out, counts nowhere).
+    pub fn for_models(&self, policies: &[ModelPolicy]) -> Vec<ModelCounts> {
+        let none = ModelCounts { name: String::new(), shadow: false, bands: [Count(0); 3], buckets: None, count: Count(0), sum: Count(0) };
+        policies.iter().map(|p| self.models.iter().find(|m| m.name == p.name && m.shadow == p.shadow).cloned().unwrap_or_else(|| none.clone())).collect()
+    }
+
+    /// Counts `n` of `c` in Envoy at once (the main thread's own counts: polls, refusals).
+    pub fn add_now(&self, envoy: &EnvoyConfig, c: Count, n: u64) {
+        if c.0 != 0 && n > 0 {
+            envoy.increment(self.counters[c.0], n);
+        }
+    }
+
+    /// Hands `pending`'s counts to Envoy (main thread) and zeroes them.
+    pub fn flush(&self, envoy: &EnvoyConfig, pending: &mut Pending) {
+        for (id, n) in self.counters.iter().zip(pending.0.iter_mut()).skip(1) {
+            if *n > 0 {
+                envoy.increment(*id, *n);
+                *n = 0;
+            }
+        }
+    }
+}
+
+/// One worker's counts not yet handed to Envoy.
+pub struct Pending(Vec<u64>);
+
+impl Pending {
+    #[inline]
+    pub fn add(&mut self, c: Count, n: u64) {
+        if c.0 != 0 {
+            if let Some(p) = self.0.get_mut(c.0) {
+                *p += n;
+            }
+        }
+    }
+
+    /// A score in per mille into a model's histogram: every bucket at or above it.
+    #[inline]
+    pub fn record(&mut self, m: &ModelCounts, permille: u64) {
+        let Some(buckets) = &m.buckets else { return };
+        let first = SCORE_BOUNDS.iter().position(|&b| permille <= b as u64).unwrap_or(SCORE_BOUNDS.len());
+        for &c in &buckets[first..] {
+            self.add(c, 1);
+        }
+        self.add(m.count, 1);
+        self.add(m.sum, permille);
+    }
+}

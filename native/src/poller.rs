@@ -1,0 +1,163 @@
+//! The registry poller of one filter configuration, on Envoy's main thread: every
+//! `poll_seconds` it fetches the signed manifest with Envoy's own HTTP callout to the `registry`
+//! cluster, then the artifacts of versions it has not accepted; what to accept is the core's
+//! decision ([`Poll`], the same checks as the Wasm filter's service VM). An accepted set becomes
+//! a scorer per worker ([`Filter::offer`]); each worker swaps before its next request.
+//!
+//! A refusal never hurts serving: the refused version is skipped, the previous one keeps
+//! serving, a counter per reason increments and one log line says what and why.
+
+use crate::abi::{LOG_INFO, LOG_WARN};
+use crate::envoy;
+use crate::filter::Filter;
+use edgescore_core::config::{PluginConfig, RegistryConfig};
+use edgescore_core::ensemble::Model;
+use edgescore_core::poll::{refused_what, Next, Plan, Poll, Refused};
+use edgescore_core::registry::{ModelMode, Refusal, REASONS};
+use edgescore_core::scorer::RegistryModel;
+use std::time::Instant;
+
+pub struct Poller {
+    reg: RegistryConfig,
+    poll: Poll,
+    /// The callout in flight, if any.
+    waiting: Option<u64>,
+    next_poll: Option<Instant>,
+    last_good: Instant,
+    generation: u64,
+}
+
+impl Poller {
+    pub fn new(cfg: &PluginConfig, reg: &RegistryConfig) -> Poller {
+        Poller {
+            reg: reg.clone(),
+            poll: Poll::new(cfg).expect("a configuration with a registry"),
+            waiting: None,
+            next_poll: None,
+            last_good: Instant::now(),
+            generation: 0,
+        }
+    }
+
+    pub fn keys(&self) -> usize {
+        self.poll.keys()
+    }
+
+    pub fn tick(&mut self, f: &Filter) {
+        let now = Instant::now();
+        f.envoy.set_gauge(f.metrics.seconds_since_good_poll, now.duration_since(self.last_good).as_secs());
+        if self.waiting.is_some() || self.next_poll.is_some_and(|t| now < t) {
+            return;
+        }
+        self.next_poll = Some(now + std::time::Duration::from_secs(self.reg.poll_seconds as u64));
+        f.metrics.add_now(&f.envoy, f.metrics.polls, 1);
+        let path = self.reg.path.clone();
+        if let Err(why) = self.get(f, &path) {
+            self.refuse(f, vec![(None, Refusal::Unreachable(why))]);
+        }
+    }
+
+    pub fn answer(&mut self, f: &Filter, id: u64, answer: Result<Vec<u8>, String>) {
+        if self.waiting != Some(id) {
+            return;
+        }
+        self.waiting = None;
+        let mut refused = Vec::new();
+        let next = if self.poll.busy() { self.poll.artifact(answer, &mut refused) } else { self.poll.manifest(answer, &mut refused) };
+        self.refuse(f, refused);
+        self.follow(f, next);
+    }
+
+    fn follow(&mut self, f: &Filter, mut next: Next) {
+        loop {
+            match next {
+                Next::Idle => return,
+                Next::Current { sequence, new } => {
+                    if new {
+                        f.metrics.add_now(&f.envoy, f.metrics.manifests_accepted, 1);
+                    }
+                    return self.good_poll(f, sequence);
+                }
+                Next::Publish(plan) => return self.publish(f, plan),
+                Next::Fetch(path) => match self.get(f, &path) {
+                    Ok(()) => return,
+                    Err(why) => {
+                        let mut refused = Vec::new();
+                        next = self.poll.artifact(Err(why), &mut refused);
+                        self.refuse(f, refused);
+                    }
+                },
+            }
+        }
+    }
+
+    fn get(&mut self, f: &Filter, path: &str) -> Result<(), String> {
+        let id = f
+            .envoy
+            .get(&self.reg.cluster, path, &self.reg.authority, self.reg.timeout_ms as u64)
+            .map_err(|code| format!("cannot call cluster `{}` (callout result {code})", self.reg.cluster))?;
+        self.waiting = Some(id);
+        Ok(())
+    }
+
+    fn publish(&mut self, f: &Filter, plan: Plan) {
+        let sequence = plan.sequence();
+        let mut loaded = Vec::with_capacity(plan.set().len());
+        for (entry, bytes) in plan.set().values() {
+            // The poll validated these exact bytes: only a different build could refuse them.
+            match Model::load(bytes) {
+                Ok(model) => loaded.push((entry, model)),
+                Err(e) => {
+                    envoy::log(LOG_WARN, &format!("edgescore registry: manifest {sequence}: {} v{}: {e}; the previous models keep serving", entry.name, entry.version));
+                    f.metrics.add_now(&f.envoy, f.metrics.swaps_refused, 1);
+                    return;
+                }
+            }
+        }
+        let registry: Vec<RegistryModel<'_>> =
+            loaded.iter().map(|(e, model)| RegistryModel { name: &e.name, version: e.version, shadow: e.mode == ModelMode::Shadow, model }).collect();
+        self.generation += 1;
+        let models: Vec<String> = loaded.iter().map(|(m, _)| format!("{}@{}{}", m.name, m.version, if m.mode == ModelMode::Shadow { " (shadow)" } else { "" })).collect();
+        match f.offer(&registry) {
+            Ok(ids) => {
+                envoy::log(LOG_INFO, &format!("edgescore registry: manifest {sequence} accepted, serving [{}] (generation {})", models.join(", "), self.generation));
+                envoy::log(LOG_INFO, &format!("edgescore: registry generation {} (manifest {sequence}) serving [{}]", self.generation, ids.join(", ")));
+            }
+            Err(e) => {
+                envoy::log(
+                    LOG_WARN,
+                    &format!("edgescore: registry generation {} refused by this configuration: {e}; the previous models keep serving", self.generation),
+                );
+                f.metrics.add_now(&f.envoy, f.metrics.swaps_refused, 1);
+                return;
+            }
+        }
+        // The gauges name the versions served; 0 for a model the new set no longer has.
+        for (name, active, shadow) in &f.metrics.versions {
+            let version = |mode: ModelMode| loaded.iter().find(|(e, _)| e.name == *name && e.mode == mode).map_or(0, |(e, _)| e.version);
+            f.envoy.set_gauge(*active, version(ModelMode::Active));
+            f.envoy.set_gauge(*shadow, version(ModelMode::Shadow));
+        }
+        drop(registry);
+        drop(loaded);
+        let fresh = self.poll.commit(plan);
+        f.metrics.add_now(&f.envoy, f.metrics.models_accepted, fresh as u64);
+        f.metrics.add_now(&f.envoy, f.metrics.manifests_accepted, 1);
+        self.good_poll(f, sequence);
+    }
+
+    fn good_poll(&mut self, f: &Filter, sequence: u64) {
+        self.last_good = Instant::now();
+        f.envoy.set_gauge(f.metrics.manifest_sequence, sequence);
+        f.envoy.set_gauge(f.metrics.seconds_since_good_poll, 0);
+    }
+
+    fn refuse(&self, f: &Filter, refused: Vec<Refused>) {
+        for (entry, r) in refused {
+            envoy::log(LOG_WARN, &format!("edgescore registry: refused {}: {}: {r}; the previous models keep serving", refused_what(entry.as_ref()), r.reason()));
+            if let Some(i) = REASONS.iter().position(|x| *x == r.reason()) {
+                f.metrics.add_now(&f.envoy, f.metrics.refused[i], 1);
+            }
+        }
+    }
+}

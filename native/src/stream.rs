@@ -1,0 +1,177 @@
+//! One request on its worker: read the headers and the connection attributes the models need
+//! (borrowed from Envoy, copied once into the worker's reused buffer in the core's wire format),
+//! call the core, apply its edits, count. The decision itself is the core's
+//! (`edgescore_core::decision`), bit for bit the Wasm filter's.
+//!
+//! No allocation on this path once a worker's buffers have grown to its largest request, and no
+//! call into Envoy's stats (the counts go to the worker's slot, see `metrics`).
+
+use crate::abi::*;
+use crate::envoy::Stream;
+use crate::filter::Filter;
+use crate::workers::Slot;
+use edgescore_core::action::ActionKind;
+use crate::text::TextStream;
+use edgescore_core::decision::{Edit, Edits, STATE};
+use edgescore_core::request::{HeaderMap, Property, Request};
+
+/// Envoy's attribute for each [`Property`], in [`Property::ALL`] order.
+const ATTRIBUTES: [u32; 4] = [ATTR_REQUEST_PROTOCOL, ATTR_CONNECTION_TLS_VERSION, ATTR_CONNECTION_REQUESTED_SERVER_NAME, ATTR_SOURCE_ADDRESS];
+
+/// Most headers a local reply carries (the core writes one or two).
+const MAX_REPLY_HEADERS: usize = 16;
+
+/// `on_http_filter_request_headers`.
+pub fn request_headers(f: &Filter, s: Stream, end_of_stream: bool) -> u32 {
+    let mut guard = f.workers.lock(s.worker_index());
+    if guard.take_next() {
+        guard.pending.add(f.metrics.swaps, 1);
+    }
+    let Slot { current, pending, headers, wire, text, .. } = &mut *guard;
+    let Some(worker) = current.as_mut() else { return HEADERS_CONTINUE };
+    #[cfg(feature = "test-panic")]
+    crate::guard::test_panic(s);
+    if !worker.scorer.models().iter().any(|p| !p.shadow) || !s.request_headers(headers) {
+        // No active model yet (registry models not delivered, no bootstrap artifact), or a
+        // header map Envoy would not hand over: the configured `on_error`, counted.
+        pending.add(f.metrics.errors, 1);
+        return finish(s, &worker.scorer.decision_mut().error());
+    }
+    // SAFETY (of the borrows): Envoy's header bytes live until this hook returns.
+    HeaderMap::encode_iter_into(wire, headers.iter().map(|h| unsafe { (h.key.bytes(), h.value.bytes()) }));
+    let Ok(map) = HeaderMap::parse(wire) else {
+        pending.add(f.metrics.errors, 1);
+        return finish(s, &worker.scorer.decision_mut().error());
+    };
+    let wanted = worker.scorer.properties().wanted();
+    let properties = Property::ALL.map(|p| if wanted[p as usize] { s.attribute(ATTRIBUTES[p as usize]) } else { None });
+    let request = Request::with_properties(map, properties);
+    let outcome = match worker.scorer.decide(&request, end_of_stream) {
+        Ok(o) => o,
+        Err(_) => {
+            pending.add(f.metrics.errors, 1);
+            return finish(s, &worker.scorer.decision_mut().error());
+        }
+    };
+    // A request held for its body (the text path) gets its filter-state decision when the text
+    // decision is known (Envoy's filter state from a module is read-only once set).
+    let held_state = outcome.text.map(|_| outcome.edits.iter().find_map(|e| matches!(e, Edit::SetState(k, _) if k == STATE).then_some(e)));
+    let replied = match held_state {
+        Some(_) => apply_except_state(s, &outcome.edits),
+        None => apply(s, &outcome.edits),
+    };
+    let m = &f.metrics;
+    if outcome.verdict.sampled {
+        pending.add(m.feature_log_lines, 1);
+    }
+    pending.add(m.requests_scored, 1);
+    for (band, counts) in outcome.bands.iter().zip(&worker.models) {
+        let i = match band {
+            ActionKind::Allow => 0,
+            ActionKind::Tag => 1,
+            ActionKind::Block => 2,
+        };
+        pending.add(counts.bands[i], 1);
+    }
+    for (permille, counts) in outcome.permille.iter().zip(&worker.models) {
+        if let Some(v) = permille {
+            pending.record(counts, *v);
+        }
+    }
+    pending.add(m.decisions[outcome.count as usize], 1);
+    if replied {
+        return HEADERS_STOP_ITERATION;
+    }
+    match outcome.text {
+        // Only qualifying requests with a body wait; the text path allocates (the held
+        // request's record, the call, the verdict), off the tree path.
+        Some(hold) => {
+            let state = match held_state.flatten() {
+                Some(Edit::SetState(_, v)) => v.to_vec(),
+                _ => Vec::new(),
+            };
+            let scores = worker.scorer.scores_header();
+            text.push(TextStream::new(s, hold, scores, state));
+            HEADERS_STOP_ITERATION
+        }
+        None => HEADERS_CONTINUE,
+    }
+}
+
+/// A request whose hook panicked (caught at the FFI boundary): counted, and given the
+/// configured `on_error`.
+pub fn after_panic(f: &Filter, s: Stream) -> u32 {
+    let mut guard = f.workers.lock(s.worker_index());
+    let Slot { current, pending, .. } = &mut *guard;
+    pending.add(f.metrics.panics, 1);
+    pending.add(f.metrics.errors, 1);
+    match current.as_mut() {
+        Some(worker) => finish(s, &worker.scorer.decision_mut().error()),
+        None => HEADERS_CONTINUE,
+    }
+}
+
+/// A body or trailers hook that panicked: counted; the request goes on as `fallback` says.
+pub fn count_panic(f: &Filter, s: Stream, fallback: u32) -> u32 {
+    let mut slot = f.workers.lock(s.worker_index());
+    slot.pending.add(f.metrics.panics, 1);
+    slot.pending.add(f.metrics.errors, 1);
+    fallback
+}
+
+/// A verdict hook that panicked: counted, and the held request resumed (never left hanging).
+pub fn resume_after_panic(f: &Filter, s: Stream) {
+    count_panic(f, s, 0);
+    s.continue_decoding();
+}
+
+fn finish(s: Stream, edits: &Edits<'_>) -> u32 {
+    if apply(s, edits) {
+        HEADERS_STOP_ITERATION
+    } else {
+        HEADERS_CONTINUE
+    }
+}
+
+/// Applies `edits` in order; true when one answered the request locally.
+pub fn apply(s: Stream, edits: &Edits<'_>) -> bool {
+    apply_where(s, edits, |_| true)
+}
+
+/// [`apply`] without the `edgescore` filter-state value (a held request's, written later).
+fn apply_except_state(s: Stream, edits: &Edits<'_>) -> bool {
+    apply_where(s, edits, |e| !matches!(e, Edit::SetState(k, _) if *k == STATE))
+}
+
+fn apply_where(s: Stream, edits: &Edits<'_>, keep: impl Fn(&Edit<'_>) -> bool) -> bool {
+    let mut replied = false;
+    for edit in edits.iter().filter(|e| keep(e)) {
+        match edit {
+            Edit::AddHeader(name, value) => {
+                s.add_header(name, value);
+            }
+            Edit::ReplaceHeader(name, value) => {
+                s.set_header(name, value);
+            }
+            Edit::RemoveHeader(name) => {
+                s.remove_header(name);
+            }
+            Edit::SetState(key, value) => {
+                s.set_filter_state(key, value);
+            }
+            Edit::Reply { status, details, body, headers } => {
+                let mut out = [ModuleHeader { key: ModuleBuffer::NULL, value: ModuleBuffer::NULL }; MAX_REPLY_HEADERS];
+                let mut n = 0;
+                if let Ok(map) = HeaderMap::parse(headers) {
+                    for ((name, value), slot) in map.iter().zip(out.iter_mut()) {
+                        *slot = ModuleHeader { key: ModuleBuffer::of(name), value: ModuleBuffer::of(value) };
+                        n += 1;
+                    }
+                }
+                s.send_response(status as u32, &mut out[..n], body, details);
+                replied = true;
+            }
+        }
+    }
+    replied
+}

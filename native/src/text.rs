@@ -1,0 +1,187 @@
+//! The text path in the native module: a request the core holds for its body (`TextHold`) waits
+//! with its headers stopped while Envoy buffers the body; then its text goes to the NLP service
+//! by Envoy's own per-stream HTTP callout, and the verdict strengthens the tree decision
+//! (`Decision::decide_text`), as in the Wasm filter. Only qualifying requests take this path,
+//! and only they allocate (the body's text, the call).
+//!
+//! Envoy's filter state from a module is read-only once set: the tree decision's `edgescore`
+//! value of a held request is written when its text decision is known (the raised decision, or
+//! the tree's when the verdict does not raise it, the call fails or the body has no text).
+
+use crate::abi::*;
+use crate::envoy::Stream;
+use crate::filter::Filter;
+use crate::stream::apply;
+use edgescore_core::decision::{Edit, Raised, TextHold, STATE};
+use edgescore_core::text::{self, TextVerdict};
+use std::time::Instant;
+
+/// A held request of this worker.
+pub struct TextStream {
+    /// Envoy's filter pointer: the stream's identity while it lives.
+    filter: usize,
+    hold: TextHold,
+    /// The tree decision's score header (the verdict's decision quotes it).
+    scores: Vec<u8>,
+    /// The tree decision's filter-state value, written when the text decision is known.
+    state: Vec<u8>,
+    phase: Phase,
+}
+
+enum Phase {
+    AwaitingBody,
+    Calling { id: u64, started: Instant },
+}
+
+impl TextStream {
+    pub fn new(s: Stream, hold: TextHold, scores: &[u8], state: Vec<u8>) -> TextStream {
+        TextStream { filter: s.id(), hold, scores: scores.to_vec(), state, phase: Phase::AwaitingBody }
+    }
+}
+
+fn find(held: &[TextStream], s: Stream) -> Option<usize> {
+    held.iter().position(|t| t.filter == s.id())
+}
+
+/// `on_http_filter_request_body`.
+pub fn request_body(f: &Filter, s: Stream, end_of_stream: bool) -> u32 {
+    let slot = f.workers.lock(s.worker_index());
+    let Some(i) = find(&slot.text, s) else { return BODY_CONTINUE };
+    if matches!(slot.text[i].phase, Phase::Calling { .. }) {
+        // More body while the call is in flight: keep buffering until the verdict.
+        return BODY_STOP_AND_BUFFER;
+    }
+    let max = f.cfg.text.as_ref().map_or(0, |t| t.max_body_bytes as usize);
+    if !end_of_stream && s.request_body_len() < max {
+        return BODY_STOP_AND_BUFFER;
+    }
+    drop(slot);
+    call(f, s)
+}
+
+/// `on_http_filter_request_trailers`: trailers end the body without a body callback at end of
+/// stream, so score what was buffered (a client cannot skip the text path with trailers).
+pub fn request_trailers(f: &Filter, s: Stream) -> u32 {
+    let slot = f.workers.lock(s.worker_index());
+    let Some(i) = find(&slot.text, s) else { return TRAILERS_CONTINUE };
+    if matches!(slot.text[i].phase, Phase::Calling { .. }) {
+        return TRAILERS_STOP;
+    }
+    drop(slot);
+    if call(f, s) == BODY_CONTINUE {
+        TRAILERS_CONTINUE
+    } else {
+        TRAILERS_STOP
+    }
+}
+
+/// The body is complete or `max_body_bytes` long: extract its text and call the service.
+fn call(f: &Filter, s: Stream) -> u32 {
+    let Some(t) = &f.cfg.text else { return BODY_CONTINUE };
+    let body = s.request_body(t.max_body_bytes as usize);
+    let mut guard = f.workers.lock(s.worker_index());
+    let slot = &mut *guard;
+    let Some(i) = find(&slot.text, s) else { return BODY_CONTINUE };
+    let content = text::extract(t, slot.text[i].hold.kind, &body);
+    if content.trim().is_empty() {
+        slot.pending.add(f.metrics.text.skipped_empty, 1);
+        let held = slot.text.swap_remove(i);
+        s.set_filter_state(STATE, &held.state);
+        return BODY_CONTINUE;
+    }
+    slot.pending.add(f.metrics.text.calls, 1);
+    match s.callout(&t.cluster, &t.path, &t.authority, &text::request_body(&content), t.timeout_ms as u64) {
+        Ok(id) => {
+            slot.text[i].phase = Phase::Calling { id, started: Instant::now() };
+            BODY_STOP_AND_BUFFER
+        }
+        Err(_) => {
+            let held = slot.text.swap_remove(i);
+            if failed(f, slot, s, &held, b"error=dispatch") {
+                BODY_STOP_AND_BUFFER
+            } else {
+                BODY_CONTINUE
+            }
+        }
+    }
+}
+
+/// `on_http_filter_http_callout_done`: the service answered (or the call failed).
+pub fn verdict(f: &Filter, s: Stream, id: u64, result: u32, headers: &[EnvoyHeader], chunks: &[EnvoyBuffer]) {
+    let Some(t) = &f.cfg.text else { return };
+    let mut guard = f.workers.lock(s.worker_index());
+    let slot = &mut *guard;
+    let Some(i) = slot.text.iter().position(|h| h.filter == s.id() && matches!(h.phase, Phase::Calling { id: c, .. } if c == id)) else { return };
+    let held = slot.text.swap_remove(i);
+    let Phase::Calling { started, .. } = held.phase else { return };
+    let elapsed_ms = started.elapsed().as_millis() as u64;
+    f.envoy.record(f.metrics.text.latency_ms, elapsed_ms);
+    // SAFETY: Envoy's arrays, valid during this hook.
+    let status = headers.iter().find(|h| unsafe { h.key.bytes() } == b":status").map(|h| unsafe { h.value.bytes() });
+    let Some(status) = status.filter(|_| result == CALLOUT_RESULT_SUCCESS) else {
+        // A reset, no healthy upstream, or an answer too large.
+        if !failed(f, slot, s, &held, b"error=unavailable") {
+            s.continue_decoding();
+        }
+        return;
+    };
+    let body: Vec<u8> = chunks.iter().flat_map(|c| unsafe { c.bytes() }).copied().collect();
+    // Envoy answers the call's own timeout with a 504 from its router ("upstream request
+    // timeout"); the clock rule covers proxies in between that word it differently.
+    if status == b"504" && (body == b"upstream request timeout" || elapsed_ms + 5 >= t.timeout_ms as u64) {
+        slot.pending.add(f.metrics.text.timeouts, 1);
+    }
+    let ok = status.first() == Some(&b'2');
+    let Some(verdict) = ok.then(|| TextVerdict::parse(&body)).flatten() else {
+        if !failed(f, slot, s, &held, if ok { b"error=bad_answer" } else { b"error=status" }) {
+            s.continue_decoding();
+        }
+        return;
+    };
+    let Some(worker) = slot.current.as_mut() else { return };
+    let outcome = worker.scorer.decision_mut().decide_text(held.hold.tree, &held.scores, &verdict);
+    if !outcome.edits.iter().any(|e| matches!(e, Edit::SetState(k, _) if k == STATE)) {
+        s.set_filter_state(STATE, &held.state);
+    }
+    let replied = apply(s, &outcome.edits);
+    let m = &f.metrics.text;
+    if let Some(&c) = m.verdicts.iter().find(|(l, _)| *l == verdict.label).map(|(_, c)| c) {
+        slot.pending.add(c, 1);
+    }
+    for &i in &outcome.crossed {
+        if let Some(&c) = m.labels.get(i) {
+            slot.pending.add(c, 1);
+        }
+    }
+    if let Some(raised) = outcome.raised {
+        slot.pending.add(
+            match raised {
+                Raised::ShadowBlock => m.raised_shadow_block,
+                Raised::Block => m.raised_block,
+                Raised::Tag => m.raised_tag,
+            },
+            1,
+        );
+    }
+    if !replied {
+        s.continue_decoding();
+    }
+}
+
+/// The call failed: counted, and `text.fail_open` applied. True when the request was answered
+/// locally (503).
+fn failed(f: &Filter, slot: &mut crate::workers::Slot, s: Stream, held: &TextStream, why: &'static [u8]) -> bool {
+    slot.pending.add(f.metrics.text.errors, 1);
+    s.set_filter_state(STATE, &held.state);
+    let Some(worker) = slot.current.as_mut() else { return false };
+    apply(s, &worker.scorer.decision_mut().text_failed(why))
+}
+
+/// `on_http_filter_stream_complete`: a held stream that ends (a reset, a client gone) is
+/// forgotten.
+pub fn complete(f: &Filter, s: Stream) {
+    let mut slot = f.workers.lock(s.worker_index());
+    if let Some(i) = find(&slot.text, s) {
+        slot.text.swap_remove(i);
+    }
+}
