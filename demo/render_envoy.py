@@ -414,8 +414,8 @@ NATIVE_HEADER = """\
 #
 # The module polls the registry itself (on Envoy's main thread, with Envoy's HTTP callouts), so
 # there is no service VM; its filter state keys have no `wasm.` prefix. Its metrics_namespace is
-# the Wasm filter's (`wasmcustom`, the one Envoy leaves out of /stats/prometheus names), so the
-# metrics have the same names as the Wasm filter's.
+# the Wasm filter's (`wasmcustom`), and layered_runtime's flag has Envoy leave it out of
+# /stats/prometheus names: the metrics, stats tags and dashboards are the Wasm filter's.
 # The module is built for Envoy 1.40 (dynamic-modules ABI v0.2.0): rebuild it for another minor.
 # The registry trusts the demo key, whose secret half is committed (demo/keys/): trust your own.
 
