@@ -53,13 +53,13 @@ def pair(upstream, start_envoy):
     return wasm, native
 
 
-def logged(running, n: int) -> list[dict]:
-    """The last `n` access-log lines, once Envoy has flushed them."""
+def logged(running, start: int, n: int) -> list[dict]:
+    """Access-log lines `start` to `start + n`, once Envoy has flushed them."""
     deadline = time.monotonic() + 10
     while True:
         lines = running.envoy.access_log()
-        if len(lines) >= n or time.monotonic() > deadline:
-            return lines[-n:]
+        if len(lines) >= start + n or time.monotonic() > deadline:
+            return lines[start:start + n]
         time.sleep(0.1)
 
 
@@ -67,9 +67,19 @@ def decision_fields(line: dict) -> dict:
     return {k: line.get(k) for k in ("status", "edgescore", "edgescore_features")}
 
 
+def envoy_log(running, needle: str) -> str:
+    """Envoy's log once it holds `needle` (Envoy writes it from a buffer every flush interval)."""
+    deadline = time.monotonic() + 10
+    while True:
+        log = running.envoy.log_path.read_text(errors="replace")
+        if needle in log or time.monotonic() > deadline:
+            return log
+        time.sleep(0.1)
+
+
 def test_module_reports_the_abi_it_was_built_for(pair):
     _, native = pair
-    log = native.envoy.log_path.read_text()
+    log = envoy_log(native, "(native module")
     assert "Dynamic module ABI version v0.2.0 matched." in log, native.envoy.log_tail()
     assert "(native module" in log
 
@@ -79,10 +89,9 @@ def test_demo_traffic_decided_bit_for_bit_as_wasm(pair, upstream):
     reqs = traffic.requests()
     out = {}
     for running in pair:
-        before = len(running.envoy.access_log())
+        before = len(logged(running, 0, 10**9))
         statuses = [running.send(r).status for r in reqs]
-        out[running] = (statuses, logged(running, len(reqs)))
-        assert len(running.envoy.access_log()) == before + len(reqs)
+        out[running] = (statuses, logged(running, before, len(reqs)))
     (ws, wl), (ns, nl) = out[wasm], out[native]
     assert ns == ws
     for r, a, b in zip(reqs, wl, nl):
@@ -95,6 +104,7 @@ def test_demo_traffic_decided_bit_for_bit_as_wasm(pair, upstream):
 
 def test_hostile_requests_decided_as_wasm_never_5xx(pair):
     wasm, native = pair
+    before = [len(logged(r, 0, 10**9)) for r in pair]
     for name, data in HOSTILE.items():
         got = []
         for running in pair:
@@ -103,7 +113,9 @@ def test_hostile_requests_decided_as_wasm_never_5xx(pair):
             got.append(status)
         assert got[0] == got[1], name
     n = len(HOSTILE)
-    for a, b in zip(logged(wasm, n), logged(native, n)):
+    wl, nl = logged(wasm, before[0], n), logged(native, before[1], n)
+    assert len(wl) == len(nl) == n
+    for a, b in zip(wl, nl):
         assert decision_fields(b) == decision_fields(a)
     assert native.counter(f"{NS}.edgescore.errors") == 0
     assert native.counter(f"{NS}.edgescore.panics") == 0
@@ -143,30 +155,31 @@ def test_envoy_native_yaml_is_current():
 # test builds of the module: a panic on demand, an allocation counter
 
 TEST_BUILD_DIR = ROOT / "target" / "native-test"
+TEST_FEATURES = "test-panic,count-allocations"
 
 
-def test_build(feature: str) -> Path:
-    """The module built with `feature` into its own directory (cargo's cache makes a rebuild
-    cheap); the directory to use as ENVOY_DYNAMIC_MODULES_SEARCH_PATH."""
-    target = TEST_BUILD_DIR / feature
-    subprocess.run(["cargo", "build", "--profile", "native", "-p", "edgescore-native", "--features", feature, "--target-dir", str(target)],
-                   cwd=ROOT, check=True, capture_output=True)
-    out = target / "native"
+def module_build() -> Path:
+    """The module's test build (a panic on demand, an allocation counter; never shipped), in a
+    target directory of its own so that it never replaces the shipped one; the directory to use
+    as ENVOY_DYNAMIC_MODULES_SEARCH_PATH."""
+    subprocess.run(["cargo", "build", "--profile", "native", "-p", "edgescore-native", "--features", TEST_FEATURES,
+                    "--target-dir", str(TEST_BUILD_DIR)], cwd=ROOT, check=True, capture_output=True)
+    out = TEST_BUILD_DIR / "native"
     assert (out / f"lib{render_envoy.NATIVE_MODULE}.so").is_file()
     return out
 
 
 @pytest.fixture
 def with_module(monkeypatch):
-    def use(feature: str) -> None:
-        monkeypatch.setenv("ENVOY_DYNAMIC_MODULES_SEARCH_PATH", str(test_build(feature)))
+    def use() -> None:
+        monkeypatch.setenv("ENVOY_DYNAMIC_MODULES_SEARCH_PATH", str(module_build()))
     return use
 
 
 @pytest.mark.parametrize("on_error,status", [("allow", 200), ("block", 503)])
 def test_a_panic_gets_on_error_and_envoy_lives(on_error, status, with_module, upstream, start_envoy):
     require_native()
-    with_module("test-panic")
+    with_module()
     plugin = render_envoy.plugin_config("enforce", policies(bot=1.5, scanner=1.5, abuse=1.5), on_error=on_error, text=False)
     native = start_envoy(native_config(upstream.port, plugin), f"panic_{on_error}")
     browser = next(r for r in traffic.requests() if r.kind == "browser")
@@ -184,7 +197,7 @@ def test_no_allocation_per_request(with_module, upstream, start_envoy):
     """After a warm-up (every worker's buffers grown to the largest request), 2,000 requests
     through the module make no allocation in it: its global allocator counted none."""
     require_native()
-    with_module("count-allocations")
+    with_module()
     plugin = render_envoy.plugin_config(sample_rate=1.0, text=False)
     native = start_envoy(native_config(upstream.port, plugin), "alloc")
     reqs = traffic.requests()
