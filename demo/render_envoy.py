@@ -234,6 +234,11 @@ static_resources:
                 # configuration the filter refuses (an unknown field, a bad key) fails
                 # on_configure, and Envoy refuses the listener. The registry poller below reads
                 # the same JSON (&plugin).
+                # DEMO KEYS, do not copy them: registry.public_keys trusts demo/keys/demo.pub,
+                # whose secret half (demo/keys/demo.key) is committed, so anyone can sign models
+                # this Envoy serves; hash_key is the demo's, public too. Trust your own team's
+                # NAME.pub (edgescore keygen) and read your own hash key from the environment
+                # (docs/operators.md, sections 2 and 4).
                 configuration: &plugin
                   "@type": type.googleapis.com/google.protobuf.StringValue
                   value: |

@@ -60,7 +60,8 @@ def per_call(text: str, functions: tuple[str, ...], calls: int, program) -> dict
     callgrind_annotate lists a function once per source file its lines come from (code inlined
     from the standard library under the library's file), and once more, under its own file's
     absolute path, for all of them: the largest count is the whole function (the own file's
-    line alone left out the sigmoid's `exp`; benches/shapes/README.md, twenty-third session)."""
+    line alone leaves out inlined library code such as the sigmoid's `exp`, ~110 instructions a
+    row)."""
     listing = text.split("-- Auto-annotated source")[0].split("-- User-annotated source")[0]
     for function in functions:
         # "N (p%)  file:function [object]", the object only on some lines.

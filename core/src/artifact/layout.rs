@@ -154,7 +154,7 @@ pub const SECTION_KINDS: [SectionKind; 15] = [
     SectionKind::CtrKeys,
     SectionKind::CtrValues,
 ];
-/// Sections in a file of format `version` (1, 2 or 3).
+/// Sections in a file of format `version` (1 to [`FORMAT_VERSION`]).
 pub fn section_count(version: u32) -> usize {
     if version >= 2 {
         SECTION_KINDS.len()

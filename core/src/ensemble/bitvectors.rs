@@ -46,9 +46,8 @@ struct Column {
 
 impl Column {
     /// How many tests a row at `v` scans on the failed side (`FAILED`) or the held side. NaN
-    /// holds no test (`x < t` is false), so it scans the narrowest held side: with `v >= high`
-    /// instead, a row with one missing input scanned that column whole and mostly took the
-    /// lockstep walk.
+    /// holds no test (`x < t` is false), so it scans the narrowest held side (`!(v < high)`, not
+    /// `v >= high`, which would send a row with one missing input to the lockstep walk).
     #[inline(always)]
     #[allow(clippy::neg_cmp_op_on_partial_ord)]
     fn scan<const FAILED: bool>(&self, v: f32) -> usize {
@@ -181,10 +180,9 @@ impl Bitvectors {
         }
         // Costs in instructions, counted with callgrind: the lockstep walk about 8 per tree and
         // level; here about 8 per test scanned, 11 per tree (its leaf) and 33 per column (the
-        // row's check and the scan's setup, counted when the check took both sides; checking
-        // one side cut lgb_defaults_t100's skewed rows by 12 instructions a column, and the
-        // constants were left as they are: tables for more models need their "between" rows
-        // counted again). A test scanned is budgeted at twice its count:
+        // row's check and the scan's setup, counted with a check of both sides: the one-sided
+        // check costs ~12 less, and lowering the constant would build tables for models whose
+        // "between" rows have not been counted). A test scanned is budgeted at twice its count:
         // the scan's branches mispredict where the walk's do not (lgb_defaults_t100 skewed:
         // 0.8x the instructions, 1.5x the time at 1x). A model whose trees are too shallow
         // for its columns never gains.

@@ -331,9 +331,9 @@ impl<'a> TreeEnsemble<'a> {
         self.walk_derived_row(row, acc)
     }
 
-    /// The walks once more for derived rows, out of line: the plain path keeps its own copy
-    /// inlined (as it had before derived rows were common; called from three places, the
-    /// walks were left out of line, and the 10-tree cells ran 10 % slower in wasmtime).
+    /// The walks for derived rows, out of line, so that the plain path keeps its own copy
+    /// inlined (called from three places, LLVM left the walks out of line: 10-tree models ran
+    /// 10 % slower in wasmtime).
     #[inline(never)]
     fn walk_derived_row(&self, row: &[f32], acc: &mut [f64]) {
         self.walk_row(row, acc)
@@ -367,16 +367,10 @@ impl<'a> TreeEnsemble<'a> {
     /// register sum of a single output, as theirs). Validation refuses vector and linear
     /// leaves in models with oblivious trees.
     ///
-    /// A model's oblivious trees are almost always of one depth (CatBoost's `depth`): the
-    /// common depths have a copy of the tree's walk with its levels unrolled, chosen per tree
-    /// on a branch the CPU predicts. The loop over a tree's levels took ~97 instructions a
-    /// depth-6 tree natively (callgrind, cb_d6_t300), half of them the loop's own; and each
-    /// tree's `acc[0] +=` waited on the store of the tree before.
-    ///
-    /// Out of line, the sum passed and returned by value, for the node-tree walk's sake in
-    /// wasm: passed by reference, the sum lived in the linear memory's stack, and the 10-tree
-    /// cells took ~1.19x their time in wasmtime (benches/shapes/README.md, twenty-first
-    /// session). Inlined, the CatBoost cells gained less in wasmtime (~0.90x, not ~0.70x).
+    /// Depths 4 to 8 have their levels unrolled, chosen per tree on a predicted branch (a
+    /// model's trees are almost always of one depth): the loop cost half of a tree's ~97
+    /// instructions. Out of line with the sum by value: by reference it lived in wasm's
+    /// linear-memory stack (10-tree models ~1.19x the time in wasmtime).
     #[inline(never)]
     fn add_oblivious<const CAT: bool, const RARE: bool, const NAN: bool>(
         &self, oblivious: &[TreeSpec], x: &[f32], single: bool, mut sum: f64, acc: &mut [f64],
@@ -410,22 +404,13 @@ impl<'a> TreeEnsemble<'a> {
     ) {
         // `Walk::build` made one start per whole group of `split_groups`, then one for the rest.
         let (full, rest) = walk::split_groups(walked);
-        // The rest (fewer than LANES trees) is walked with the last whole group, in one group of
-        // up to 2 * LANES - 1 trees. Walked after it, on its own (in groups of 4, 2 and 1 until
-        // the seventeenth session), it was one more chain of dependent loads that the CPU could
-        // not start early: the whole group's ~400 instructions fill its reorder buffer. A
-        // 10-tree model (8 + 2) waited on two chains a row; joined, it takes 0.76-0.79 of the
-        // time, 5 to 15 trees 0.72-0.92 (benches/shapes/ab.py and README).
-        //
-        // The lanes are rounded up to an even count, the extra lane walking the last tree again
-        // (its leaf is not added): one copy of the walk per even count, not per count, keeps
-        // the filter's .wasm at 1.23 MB (1.42 MB with one per count, 1.09 MB before) and V8's
-        // whole compile of it at 1.3x its time before (1.8x with one per count).
-        //
-        // In the wasm engines (Cranelift, V8's TurboFan) a group of more than 8 lanes spills
-        // more than natively: joined, 100-300 trees took 1.01-1.04x the time where natively
-        // they take 0.95-0.99x. There the rest joins only a model's single whole group, where
-        // its chain was the row's to wait on (10 trees: 0.89-0.96x in the two engines).
+        // The rest (fewer than LANES trees) joins the last whole group, in one group of an even
+        // number of lanes (the extra lane walks the last tree again; its leaf is not added): on
+        // its own it is one more chain of loads the CPU cannot start early (joined, 10-tree
+        // models take 0.76-0.79x the time). One walk per even count, not per count, keeps the
+        // .wasm at 1.23 MB instead of 1.42 MB.
+        // The wasm engines spill groups of more than 8 lanes (100-300 trees 1.01-1.04x the
+        // time), so there the rest joins only a model's single whole group.
         let whole = full.len() / LANES;
         let join = !rest.is_empty() && whole >= 1 && (cfg!(not(target_arch = "wasm32")) || whole == 1);
         let alone = if join { whole - 1 } else { whole };
@@ -475,22 +460,17 @@ impl<'a> TreeEnsemble<'a> {
     }
 
     /// Walks a group of N trees from `roots` in lockstep to its leaves. A leaf-wise tree
-    /// (LightGBM's) is deeper than its leaf count needs: after the levels a balanced tree of
-    /// the deepest tree's leaves would take (plus one; `first_check`), a check
-    /// whether every tree of the group has reached its leaf, as they all have when rows go
-    /// down short paths; if not, checks again 2, 4, 8 ... levels further on. Few checks, not
-    /// one per level: a check per level cost 12-30 % more instructions and 4-5x the branch
-    /// mispredictions on rows that go anywhere (callgrind, benches/shapes). The widening
-    /// checks (after one check only) cut 1-11 % of the instructions of leaf-wise cells
-    /// (lgb_l63_t300: 9 % and 11 %).
+    /// (LightGBM's) is deeper than its leaf count needs, so after `first_check` levels (a
+    /// balanced tree of the deepest tree's leaves, plus one) the walk stops if every tree has
+    /// reached its leaf, and checks again 2, 4, 8 ... levels further on. Few checks, not one per
+    /// level: that cost 12-30 % more instructions and 4-5x the mispredictions (callgrind).
     #[inline(always)]
     fn walk_group<const CAT: bool, const RARE: bool, const NAN: bool, const N: usize>(
         &self, roots: [usize; N], steps: u32, first_check: u32, x: &[f32],
     ) -> [usize; N] {
         let mut at = roots;
-        // One loop run from check to check: a closure for the step, called from two loops, was
-        // left out of line by LLVM (one call per level), and an `#[inline(always)]` method
-        // cost 6 % more instructions on lgb_3class_t40_l5.
+        // One loop run from check to check: LLVM left a closure for the step, called from two
+        // loops, out of line (a call per level); a method for it cost 6 % more instructions.
         let (mut run, mut left, mut gap) = (first_check, steps.saturating_sub(first_check), 2);
         loop {
             for _ in 0..run {
@@ -585,11 +565,8 @@ impl<'a> TreeEnsemble<'a> {
 
     /// One level down: `left`, or the node after it where the test fails. Leaves need no test
     /// here: their threshold is NaN, so `v < t` is false and the node after `left` is the leaf
-    /// itself (see `layout::Node`). Byte offsets and a select make this, natively (x86-64),
-    /// loads of the threshold and the feature index, a compare with the input, a load of
-    /// `left`, an add and a `cmov`: 6 instructions a lane in the 8-lane loop where an index
-    /// took 9 (`lea` for the multiply by 12, a zero extension; callgrind, "between" rows:
-    /// 0.78-0.82x the instructions of a row).
+    /// itself (see `layout::Node`). Byte offsets and a select: 6 instructions a lane natively,
+    /// where a node index takes 9 (a `lea` for the multiply by 12, a zero extension).
     #[inline(always)]
     fn step<const CAT: bool, const RARE: bool, const NAN: bool>(&self, at: usize, x: &[f32]) -> usize {
         let n = self.walk_node(at);
@@ -617,9 +594,8 @@ impl<'a> TreeEnsemble<'a> {
     }
 
     /// [`oblivious_leaf`](Self::oblivious_leaf) for a tree of depth `D` (the caller checked
-    /// `tree.depth == D`), its levels unrolled. A body of its own: both written as one
-    /// `#[inline(always)]` function of the depth, called with `D` and with `tree.depth`, took
-    /// 15 % more instructions on cb_d6_t300 natively (callgrind).
+    /// `tree.depth == D`), its levels unrolled. A body of its own: one function of the depth for
+    /// both took 15 % more instructions (callgrind).
     #[inline(always)]
     fn oblivious_leaf_unrolled<const CAT: bool, const RARE: bool, const NAN: bool, const D: usize>(&self, tree: &TreeSpec, x: &[f32]) -> f64 {
         let root = tree.root as usize;
@@ -643,10 +619,9 @@ impl<'a> TreeEnsemble<'a> {
         // the CTR features after them), and the row's length checked in `with_outputs`.
         let v = unsafe { *x.get_unchecked(n.feature as usize) };
         let op = n.flags & node::OP_MASK;
-        // Every test is inline: an out-of-line call for the categorical and zero-as-missing
-        // tests cost 38 % of a categorical model's instructions (callgrind). Zero-as-missing is
-        // computed and selected, not branched on: `|x| <= 1e-35` is as hard to predict as the
-        // data (benches/shapes, lgb_l31_t300_zero_missing: 0.54× the time on "between" rows).
+        // Every test is inline (an out-of-line call for the categorical and zero-as-missing tests
+        // cost 38 % of a categorical model's instructions). Zero-as-missing is selected, not
+        // branched on: `|x| <= 1e-35` is as hard to predict as the data.
         let lt = v < f32::from_bits(n.payload);
         let yes = if !(CAT || RARE) {
             lt
@@ -677,16 +652,13 @@ impl<'a> TreeEnsemble<'a> {
         }
     }
 
-    /// `IN_SET` (`trunc(v)` in the set) and `MEMBER` (`v` an integer in the set). Without a
+    /// `IN_SET` (`trunc(v)` in the set) and `MEMBER` (`v` an integer in the set), without a
     /// branch on the value: one outside the set's range reads the walk's word of zeros. Early
-    /// answers for values below the range or past the bitset, and the saturating `v as u32`
-    /// (6 instructions and a branch natively), mispredicted: without them `lgb_6f_4cat_t100`
-    /// (64 % of its tests on sets) takes 0.53-0.56x the time, other categorical models
-    /// 0.52-0.78x (benches/shapes/ab.py and README).
+    /// answers and a saturating `v as u32` mispredict: without them categorical models take
+    /// 0.52-0.78x the time.
     ///
-    /// The word of zeros is the first of the walk's copy of the bitsets, so that one index,
-    /// selected, reaches both: selecting between a pointer into the artifact's bitsets and a
-    /// static zero word spared the copy but took 1.01-1.07x the time on categorical cells.
+    /// The word of zeros is the first of the walk's copy of the bitsets, so that one selected
+    /// index reaches both (a select between two pointers, without the copy, took 1.01-1.07x).
     #[inline(always)]
     fn in_set(&self, member: bool, payload: u32, v: f32) -> bool {
         // Branched on: a model's sets are all IN_SET (LightGBM, CatBoost) or all MEMBER
@@ -709,8 +681,7 @@ impl<'a> TreeEnsemble<'a> {
 /// `v as u32` (negative values 0) for every `v` below 2^32; from there on 4,294,967,040, whose
 /// word lies past every bitset (`MAX_SET_WORDS`), as `u32::MAX`'s does. NaN: 0 natively, 0 or
 /// 4,294,967,040 in wasm (`clamp_code_bits`); `in_set` reads no bitset for it either way. A
-/// clamp and a conversion, without a branch on the value. (A clamp to 2^30 and a signed
-/// conversion measured the same, natively and in both wasm engines.)
+/// clamp and a conversion, without a branch on the value.
 #[inline(always)]
 fn category_code(v: f32) -> u32 {
     // SAFETY: both clamps return a value in [0, CODE_TOP], which u32 holds.
@@ -742,26 +713,20 @@ fn clamp_code_float(v: f32) -> f32 {
 
 /// `v` clamped to [0, CODE_TOP] on its bits as an i32 (NaN to 0 or CODE_TOP by its sign):
 /// non-negative floats order as their bits do, and every negative float's bits are a negative
-/// i32. For wasm: there `clamp_code_float`'s first select is an f32 `select`, which Cranelift
-/// emits as a branch on `v > 0` (mispredicted on every category 0 and NaN); this is two
-/// integer selects (`cmov`). Alone it gained little (0.94-1.17x the time in wasmtime), as did
-/// the conversion through i64 alone (0.94-0.99x); together, categorical models take
-/// 0.85-0.93x the time in wasmtime, 0.84-0.96x in V8 (benches/shapes/README.md, nineteenth
-/// session).
+/// i32. For wasm, where `clamp_code_float`'s first select is an f32 `select` that Cranelift
+/// emits as a branch on `v > 0` (mispredicted on every category 0 and NaN): this is two integer
+/// selects. With the conversion through i64, categorical models take 0.85-0.93x the time in
+/// wasmtime, 0.84-0.96x in V8.
 #[cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
 #[inline(always)]
 fn clamp_code_bits(v: f32) -> f32 {
     f32::from_bits((v.to_bits() as i32).clamp(0, CODE_TOP.to_bits() as i32) as u32)
 }
 
-/// Whether any value is NaN. A fold, not `any`: `any` stops at the first NaN and so is a loop
-/// of one compare and one branch per value (~200 instructions per row of 30 features, 15 % of
-/// a 10-tree model's row); without the early exit the compiler compares eight at a time. The
-/// last eight go again, overlapping, where the length is not a multiple of 8: the compiler's
-/// own tail took them one at a time, 7 instructions each natively (42 of a 30-feature row's
-/// ~90). Written for both targets: an array of eight flags or-ed in lanes was as good natively
-/// and cost wasm 6 % of a 10-tree row (measured before the wasm builds had SIMD; see
-/// `.cargo/config.toml`).
+/// Whether any value is NaN. A fold, not `any`, whose early exit makes a compare and a branch
+/// per value (15 % of a 10-tree model's row): the fold compares eight at a time. The last
+/// eight go again, overlapping, where the length is not a multiple of 8: the compiler's own
+/// tail takes them one at a time (42 of a 30-feature row's ~90 instructions).
 #[inline(always)]
 fn any_nan(x: &[f32]) -> bool {
     let nan = |values: &[f32]| values.iter().fold(false, |seen, v| seen | v.is_nan());
