@@ -1,7 +1,9 @@
-"""Hot model updates in a real Envoy from a signed registry (docs/registry.md).
+"""Hot model updates in a real Envoy from a signed registry (docs/registry.md), for the Wasm
+filter and for the native module alike (every test runs for both: `kind`).
 
 A real Envoy with `--concurrency 2` (both workers must switch) loads the filter and, as a
-singleton service VM (`envoy.bootstrap.wasm`), the registry poller; the registry is a directory
+singleton service VM (`envoy.bootstrap.wasm`), the registry poller (the native module polls on
+Envoy's main thread itself); the registry is a directory
 served on loopback by Python's `http.server`, written by the real `edgescore keygen` and
 `publish`. The tests publish v1, then v2 (different trees), check that every request is
 answered by v2 with v2's scores (the CLI re-scores the filter's own feature log), then serve
@@ -109,9 +111,19 @@ class Registry:
         return rel, sha
 
 
-@pytest.fixture(scope="module")
-def registry(tmp_path_factory):
+@pytest.fixture(scope="module", params=["wasm", "native"])
+def kind(request) -> str:
     require_build()
+    if request.param == "native" and not render_envoy.NATIVE.is_file():
+        msg = f"not built (run `make build`): {render_envoy.NATIVE}"
+        if os.environ.get("EDGESCORE_REQUIRE_BUILD"):
+            pytest.fail(msg)
+        pytest.skip(msg)
+    return request.param
+
+
+@pytest.fixture(scope="module")
+def registry(tmp_path_factory, kind):
     tmp = tmp_path_factory.mktemp("registry")
     cli("keygen", "-o", tmp / "team")
     cli("keygen", "-o", tmp / "other")
@@ -147,10 +159,12 @@ def plugin(reg: Registry, *, bootstrap: bool = False, **registry_overrides) -> d
     return cfg
 
 
-def start(upstream, reg: Registry, workdir: Path, name: str, **kw) -> Running:
+def start(upstream, reg: Registry, workdir: Path, name: str, kind: str, **kw) -> Running:
     p = plugin(reg, **kw)
     cfg = envoy_config(upstream.port, p)
     render_envoy.add_registry(cfg, p, "127.0.0.1", reg.server.port)
+    if kind == "native":
+        cfg = render_envoy.to_native(cfg)
     e = envoyctl.Envoy(cfg, workdir, name=name, concurrency=WORKERS, log_level="info")
     try:
         e.start()
@@ -161,8 +175,8 @@ def start(upstream, reg: Registry, workdir: Path, name: str, **kw) -> Running:
 
 
 @pytest.fixture(scope="module")
-def envoy(upstream, registry, tmp_path_factory):
-    running = start(upstream, registry, tmp_path_factory.mktemp("envoy-registry"), "registry")
+def envoy(upstream, registry, tmp_path_factory, kind):
+    running = start(upstream, registry, tmp_path_factory.mktemp("envoy-registry"), "registry", kind)
     yield running
     running.envoy.stop()
 
@@ -357,10 +371,10 @@ def test_every_refusal_leaves_v2_serving(envoy, registry, upstream):
 # start-up with the registry down
 
 
-def test_start_with_the_registry_down(upstream, registry, tmp_path):
+def test_start_with_the_registry_down(upstream, registry, tmp_path, kind):
     registry.server.down()
     try:
-        bare = start(upstream, registry, tmp_path / "bare", "bare")
+        bare = start(upstream, registry, tmp_path / "bare", "bare", kind)
         try:
             # No bootstrap artifact: the configured on_error (allow), counted as errors.
             upstream.take()
@@ -371,7 +385,7 @@ def test_start_with_the_registry_down(upstream, registry, tmp_path):
             wait_for("refused.unreachable", lambda: stat(bare, "refused.unreachable") >= 1)
         finally:
             bare.envoy.stop()
-        boot = start(upstream, registry, tmp_path / "boot", "boot", bootstrap=True)
+        boot = start(upstream, registry, tmp_path / "boot", "boot", kind, bootstrap=True)
         try:
             ids = answered_by(boot, upstream, 4)
             assert ids and NO_MODEL not in ids and all("@" not in i or not i.split("@")[1].isdigit() for i in ids), ids

@@ -111,7 +111,9 @@ impl Filter {
     }
 
     /// Builds a scorer per worker over `registry` (plus the bootstrap models it does not
-    /// replace) and leaves each in its worker's slot. The error is the configuration's refusal.
+    /// replace) and leaves each in its worker's slot, which serves it from its next request on:
+    /// a swap per worker (`edgescore.registry.swaps`, as the Wasm filter counts them). The error
+    /// is the configuration's refusal.
     pub fn offer<'m>(&self, registry: &[RegistryModel<'m>]) -> Result<Vec<String>, ConfigError> {
         let served = || Scorer::served(&self.cfg, registry.iter().map(|r| RegistryModel { name: r.name, version: r.version, shadow: r.shadow, model: r.model }), &self.bootstrap);
         let probe = Scorer::build(&self.cfg, self.seed, served())?;
@@ -122,6 +124,7 @@ impl Filter {
             // The same inputs built once already: a second build cannot fail.
             Worker::new(scorer.expect("built before"), &self.metrics)
         });
+        self.metrics.add_now(&self.envoy, self.metrics.swaps, self.workers.len() as u64);
         Ok(ids)
     }
 }

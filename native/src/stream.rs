@@ -24,9 +24,7 @@ const MAX_REPLY_HEADERS: usize = 16;
 /// `on_http_filter_request_headers`.
 pub fn request_headers(f: &Filter, s: Stream, end_of_stream: bool) -> u32 {
     let mut guard = f.workers.lock(s.worker_index());
-    if guard.take_next() {
-        guard.pending.add(f.metrics.swaps, 1);
-    }
+    guard.take_next();
     let Slot { current, pending, headers, wire, text, .. } = &mut *guard;
     let Some(worker) = current.as_mut() else { return HEADERS_CONTINUE };
     #[cfg(feature = "test-panic")]

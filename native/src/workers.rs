@@ -40,16 +40,12 @@ pub struct Slot {
 }
 
 impl Slot {
-    /// Takes a waiting scorer, if any; true when it did (a swap this worker counts).
-    pub fn take_next(&mut self) -> bool {
-        match self.next.take() {
-            Some(next) => {
-                if let Some(old) = self.current.replace(next) {
-                    self.retired.push(old);
-                }
-                true
+    /// Takes a waiting scorer, if any.
+    pub fn take_next(&mut self) {
+        if let Some(next) = self.next.take() {
+            if let Some(old) = self.current.replace(next) {
+                self.retired.push(old);
             }
-            None => false,
         }
     }
 }
