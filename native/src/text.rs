@@ -30,6 +30,9 @@ pub struct TextStream {
 
 enum Phase {
     AwaitingBody,
+    /// The callout is being made (the slot is unlocked meanwhile: Envoy may deliver a failure
+    /// inside the call).
+    Dispatching { started: Instant },
     Calling { id: u64, started: Instant },
 }
 
@@ -79,23 +82,36 @@ pub fn request_trailers(f: &Filter, s: Stream) -> u32 {
 fn call(f: &Filter, s: Stream) -> u32 {
     let Some(t) = &f.cfg.text else { return BODY_CONTINUE };
     let body = s.request_body(t.max_body_bytes as usize);
+    let payload = {
+        let mut guard = f.workers.lock(s.worker_index());
+        let slot = &mut *guard;
+        let Some(i) = find(&slot.text, s) else { return BODY_CONTINUE };
+        let content = text::extract(t, slot.text[i].hold.kind, &body);
+        if content.trim().is_empty() {
+            slot.pending.add(f.metrics.text.skipped_empty, 1);
+            let held = slot.text.swap_remove(i);
+            s.set_filter_state(STATE, &held.state);
+            return BODY_CONTINUE;
+        }
+        slot.pending.add(f.metrics.text.calls, 1);
+        slot.text[i].phase = Phase::Dispatching { started: Instant::now() };
+        slot.inline_verdict = None;
+        text::request_body(&content)
+    };
+    let sent = s.callout(&t.cluster, &t.path, &t.authority, &payload, t.timeout_ms as u64);
     let mut guard = f.workers.lock(s.worker_index());
     let slot = &mut *guard;
-    let Some(i) = find(&slot.text, s) else { return BODY_CONTINUE };
-    let content = text::extract(t, slot.text[i].hold.kind, &body);
-    if content.trim().is_empty() {
-        slot.pending.add(f.metrics.text.skipped_empty, 1);
-        let held = slot.text.swap_remove(i);
-        s.set_filter_state(STATE, &held.state);
-        return BODY_CONTINUE;
+    if let Some(replied) = slot.inline_verdict.take() {
+        // Envoy answered inside the call (`verdict` ran and did not resume the request itself).
+        return if replied { BODY_STOP_AND_BUFFER } else { BODY_CONTINUE };
     }
-    slot.pending.add(f.metrics.text.calls, 1);
-    match s.callout(&t.cluster, &t.path, &t.authority, &text::request_body(&content), t.timeout_ms as u64) {
-        Ok(id) => {
-            slot.text[i].phase = Phase::Calling { id, started: Instant::now() };
+    let Some(i) = find(&slot.text, s) else { return BODY_CONTINUE };
+    match (sent, &slot.text[i].phase) {
+        (Ok(id), Phase::Dispatching { started }) => {
+            slot.text[i].phase = Phase::Calling { id, started: *started };
             BODY_STOP_AND_BUFFER
         }
-        Err(_) => {
+        _ => {
             let held = slot.text.swap_remove(i);
             if failed(f, slot, s, &held, b"error=dispatch") {
                 BODY_STOP_AND_BUFFER
@@ -109,21 +125,40 @@ fn call(f: &Filter, s: Stream) -> u32 {
 /// `on_http_filter_http_callout_done`: the service answered (or the call failed).
 pub fn verdict(f: &Filter, s: Stream, id: u64, result: u32, headers: &[EnvoyHeader], chunks: &[EnvoyBuffer]) {
     let Some(t) = &f.cfg.text else { return };
-    let mut guard = f.workers.lock(s.worker_index());
+    let Some(mut guard) = f.workers.lock_unless_reentrant(s.worker_index()) else { return };
     let slot = &mut *guard;
-    let Some(i) = slot.text.iter().position(|h| h.filter == s.id() && matches!(h.phase, Phase::Calling { id: c, .. } if c == id)) else { return };
+    let found = slot.text.iter().position(|h| {
+        h.filter == s.id()
+            && match h.phase {
+                Phase::Dispatching { .. } => true,
+                Phase::Calling { id: c, .. } => c == id,
+                Phase::AwaitingBody => false,
+            }
+    });
+    let Some(i) = found else { return };
     let held = slot.text.swap_remove(i);
-    let Phase::Calling { started, .. } = held.phase else { return };
+    let (started, inline) = match held.phase {
+        Phase::Calling { started, .. } => (started, false),
+        Phase::Dispatching { started } => (started, true),
+        Phase::AwaitingBody => return,
+    };
+    // Inside the callout call (`call` resumes the request by its return value) or later, from
+    // Envoy's event loop (the request is resumed here).
+    let resume = |slot: &mut crate::workers::Slot, replied: bool| {
+        if inline {
+            slot.inline_verdict = Some(replied);
+        } else if !replied {
+            s.continue_decoding();
+        }
+    };
     let elapsed_ms = started.elapsed().as_millis() as u64;
     f.envoy.record(f.metrics.text.latency_ms, elapsed_ms);
     // SAFETY: Envoy's arrays, valid during this hook.
     let status = headers.iter().find(|h| unsafe { h.key.bytes() } == b":status").map(|h| unsafe { h.value.bytes() });
     let Some(status) = status.filter(|_| result == CALLOUT_RESULT_SUCCESS) else {
         // A reset, no healthy upstream, or an answer too large.
-        if !failed(f, slot, s, &held, b"error=unavailable") {
-            s.continue_decoding();
-        }
-        return;
+        let replied = failed(f, slot, s, &held, b"error=unavailable");
+        return resume(slot, replied);
     };
     let body: Vec<u8> = chunks.iter().flat_map(|c| unsafe { c.bytes() }).copied().collect();
     // Envoy answers the call's own timeout with a 504 from its router ("upstream request
@@ -133,39 +168,33 @@ pub fn verdict(f: &Filter, s: Stream, id: u64, result: u32, headers: &[EnvoyHead
     }
     let ok = status.first() == Some(&b'2');
     let Some(verdict) = ok.then(|| TextVerdict::parse(&body)).flatten() else {
-        if !failed(f, slot, s, &held, if ok { b"error=bad_answer" } else { b"error=status" }) {
-            s.continue_decoding();
-        }
-        return;
+        let replied = failed(f, slot, s, &held, if ok { b"error=bad_answer" } else { b"error=status" });
+        return resume(slot, replied);
     };
-    let Some(worker) = slot.current.as_mut() else { return };
+    let Some(worker) = slot.current.as_mut() else { return resume(slot, false) };
     let outcome = worker.scorer.decision_mut().decide_text(held.hold.tree, &held.scores, &verdict);
     if !outcome.edits.iter().any(|e| matches!(e, Edit::SetState(k, _) if k == STATE)) {
         s.set_filter_state(STATE, &held.state);
     }
     let replied = apply(s, &outcome.edits);
     let m = &f.metrics.text;
+    let mut count = |c| slot.pending.add(c, 1);
     if let Some(&c) = m.verdicts.iter().find(|(l, _)| *l == verdict.label).map(|(_, c)| c) {
-        slot.pending.add(c, 1);
+        count(c);
     }
     for &i in &outcome.crossed {
         if let Some(&c) = m.labels.get(i) {
-            slot.pending.add(c, 1);
+            count(c);
         }
     }
     if let Some(raised) = outcome.raised {
-        slot.pending.add(
-            match raised {
-                Raised::ShadowBlock => m.raised_shadow_block,
-                Raised::Block => m.raised_block,
-                Raised::Tag => m.raised_tag,
-            },
-            1,
-        );
+        count(match raised {
+            Raised::ShadowBlock => m.raised_shadow_block,
+            Raised::Block => m.raised_block,
+            Raised::Tag => m.raised_tag,
+        });
     }
-    if !replied {
-        s.continue_decoding();
-    }
+    resume(slot, replied);
 }
 
 /// The call failed: counted, and `text.fail_open` applied. True when the request was answered
@@ -180,7 +209,9 @@ fn failed(f: &Filter, slot: &mut crate::workers::Slot, s: Stream, held: &TextStr
 /// `on_http_filter_stream_complete`: a held stream that ends (a reset, a client gone) is
 /// forgotten.
 pub fn complete(f: &Filter, s: Stream) {
-    let mut slot = f.workers.lock(s.worker_index());
+    // Re-entrant (a local reply the module sent ended the stream): the module dropped the
+    // stream's record before it called into Envoy.
+    let Some(mut slot) = f.workers.lock_unless_reentrant(s.worker_index()) else { return };
     if let Some(i) = find(&slot.text, s) {
         slot.text.swap_remove(i);
     }

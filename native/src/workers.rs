@@ -6,11 +6,25 @@
 //! not on the request path.
 //!
 //! A worker locks only its own slot (uncontended: the main thread takes it for a swap or a flush,
-//! a few microseconds every tick).
+//! a few microseconds every tick). Envoy may call a hook of a stream from inside a call the
+//! module makes while it holds the slot (a local reply ends the stream at once and runs its
+//! `stream_complete`): such a re-entrant hook sees that its own thread holds the slot
+//! ([`Workers::lock_unless_reentrant`]) instead of waiting for itself forever.
 
 use crate::metrics::{Defined, ModelCounts, Pending};
 use edgescore_core::scorer::Scorer;
+use std::ops::{Deref, DerefMut};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
+
+/// This thread's number (never 0), for the slots' owner marks.
+fn thread_number() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    thread_local! {
+        static NUMBER: u64 = NEXT.fetch_add(1, Ordering::Relaxed);
+    }
+    NUMBER.with(|n| *n)
+}
 
 /// What a worker scores with.
 pub struct Worker {
@@ -37,6 +51,9 @@ pub struct Slot {
     pub wire: Vec<u8>,
     /// Requests of this worker held on the text path.
     pub text: Vec<crate::text::TextStream>,
+    /// A verdict Envoy delivered inside the callout call itself (see `text::call`): whether it
+    /// answered the request locally.
+    pub inline_verdict: Option<bool>,
 }
 
 impl Slot {
@@ -50,16 +67,48 @@ impl Slot {
     }
 }
 
+struct Locked {
+    slot: Mutex<Slot>,
+    /// The thread holding `slot` (0: none).
+    owner: AtomicU64,
+}
+
+/// A locked slot; clears its owner mark before it unlocks.
+pub struct SlotGuard<'a> {
+    owner: &'a AtomicU64,
+    guard: MutexGuard<'a, Slot>,
+}
+
+impl Deref for SlotGuard<'_> {
+    type Target = Slot;
+    fn deref(&self) -> &Slot {
+        &self.guard
+    }
+}
+
+impl DerefMut for SlotGuard<'_> {
+    fn deref_mut(&mut self) -> &mut Slot {
+        &mut self.guard
+    }
+}
+
+impl Drop for SlotGuard<'_> {
+    fn drop(&mut self) {
+        self.owner.store(0, Ordering::Release);
+    }
+}
+
 pub struct Workers {
-    slots: Vec<Mutex<Slot>>,
+    slots: Vec<Locked>,
 }
 
 impl Workers {
     /// `n` slots, each starting with a scorer from `build` (`None`: nothing to serve yet).
     pub fn new(n: usize, metrics: &Defined, mut build: impl FnMut() -> Option<Scorer>) -> Workers {
         let slots = (0..n.max(1))
-            .map(|_| {
-                Mutex::new(Slot {
+            .map(|_| Locked {
+                owner: AtomicU64::new(0),
+                slot: Mutex::new(Slot {
                     current: build().map(|s| Worker::new(s, metrics)),
                     next: None,
                     retired: Vec::new(),
@@ -67,7 +116,8 @@ impl Workers {
                     headers: Vec::with_capacity(64),
                     wire: Vec::with_capacity(4096),
                     text: Vec::new(),
-                })
+                    inline_verdict: None,
+                }),
             })
             .collect();
         Workers { slots }
@@ -79,9 +129,21 @@ impl Workers {
 
     /// Worker `index`'s slot. A poisoned lock (a panic while a request held it, caught at the
     /// FFI boundary) is taken as it is: the slot holds buffers a request rewrites from scratch.
-    pub fn lock(&self, index: usize) -> MutexGuard<'_, Slot> {
-        let slot = &self.slots[index % self.slots.len()];
-        slot.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    pub fn lock(&self, index: usize) -> SlotGuard<'_> {
+        let l = &self.slots[index % self.slots.len()];
+        let guard = l.slot.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        l.owner.store(thread_number(), Ordering::Release);
+        SlotGuard { owner: &l.owner, guard }
+    }
+
+    /// [`Workers::lock`], or `None` when this thread already holds the slot: a hook Envoy runs
+    /// from inside a call the module made with the slot locked.
+    pub fn lock_unless_reentrant(&self, index: usize) -> Option<SlotGuard<'_>> {
+        let l = &self.slots[index % self.slots.len()];
+        if l.owner.load(Ordering::Acquire) == thread_number() {
+            return None;
+        }
+        Some(self.lock(index))
     }
 
     /// Leaves a new scorer for every worker (main thread).
