@@ -92,9 +92,21 @@ class NlpService:
         return stats["requests"]
 
 
-@pytest.fixture(scope="module")
-def nlp(tmp_path_factory):
+@pytest.fixture(scope="module", params=["wasm", "native"])
+def kind(request) -> str:
+    """Every test runs against the Wasm filter and against the native module."""
     require_build()
+    if request.param == "native" and not render_envoy.NATIVE.is_file():
+        msg = f"not built (run `make build`): {render_envoy.NATIVE}"
+        if os.environ.get("EDGESCORE_REQUIRE_BUILD"):
+            pytest.fail(msg)
+        pytest.skip(msg)
+    return request.param
+
+
+@pytest.fixture(scope="module")
+def nlp(tmp_path_factory, kind):
+    """One service per filter kind (the last test stops it)."""
     svc = NlpService(tmp_path_factory.mktemp("nlp-state"))
     try:
         svc.start()
@@ -112,8 +124,9 @@ def nlp(tmp_path_factory):
 # Envoy (the `upstream` and `start_envoy` fixtures are conftest.py's)
 
 
-def envoy_config(upstream_port: int, nlp_port: int) -> dict:
-    """envoy.yaml as shipped (text section included), on loopback ports of this test."""
+def envoy_config(upstream_port: int, nlp_port: int, kind: str = "wasm") -> dict:
+    """envoy.yaml as shipped (text section included), on loopback ports of this test; `kind`
+    native: with the native module in the Wasm filter's place."""
     cfg = render_envoy.load_config()
     cfg["admin"]["address"]["socket_address"]["port_value"] = 0
     cfg["stats_flush_interval"] = "1s"
@@ -121,12 +134,12 @@ def envoy_config(upstream_port: int, nlp_port: int) -> dict:
     render_envoy.wasm_filter(cfg)["vm_config"]["code"]["local"]["filename"] = str(render_envoy.WASM)
     render_envoy.set_cluster_address(cfg, "backend", "127.0.0.1", upstream_port)
     render_envoy.set_cluster_address(cfg, "nlp", "127.0.0.1", nlp_port)
-    return cfg
+    return render_envoy.to_native(cfg) if kind == "native" else cfg
 
 
 @pytest.fixture(scope="module")
-def edge(nlp, upstream, start_envoy):
-    return start_envoy(envoy_config(upstream.port, nlp.port), "edge")
+def edge(nlp, upstream, start_envoy, kind):
+    return start_envoy(envoy_config(upstream.port, nlp.port, kind), f"edge-{kind}")
 
 
 def chat(body: bytes, content_type: str = "application/json", method: str = "POST",
@@ -281,10 +294,10 @@ def test_text_metrics_and_access_log(edge):
 # failures: fail open, within the timeout
 
 
-def test_a_hanging_service_times_out_and_fails_open(nlp, upstream, start_envoy):
+def test_a_hanging_service_times_out_and_fails_open(nlp, upstream, start_envoy, kind):
     silent = SilentServer()
     try:
-        hang = start_envoy(envoy_config(upstream.port, silent.port), "hang")
+        hang = start_envoy(envoy_config(upstream.port, silent.port, kind), f"hang-{kind}")
         upstream.take()
         took = []
         for _ in range(3):

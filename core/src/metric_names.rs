@@ -77,8 +77,10 @@ pub mod text {
     }
     /// The service's answer label (it may answer with labels the configuration does not name).
     pub fn verdict(label: &str) -> String {
-        format!("edgescore.text.verdict.{label}")
+        format!("{VERDICT}.{label}")
     }
+    /// [`verdict`]'s stem: the native module's counter, labelled by `label`.
+    pub const VERDICT: &str = "edgescore.text.verdict";
 }
 
 /// The model registry: the poller's and the workers' sides.

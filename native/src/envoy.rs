@@ -33,20 +33,34 @@ impl EnvoyConfig {
         EnvoyConfig(ptr)
     }
 
-    fn define(self, f: Define, name: &str) -> Option<usize> {
+    fn define(self, f: Define, name: &str, labels: &[&str]) -> Option<usize> {
         let mut id = 0;
-        // SAFETY: valid buffer and out-param; no labels.
-        let r = unsafe { f(self.0, ModuleBuffer::of(name.as_bytes()), std::ptr::null_mut(), 0, &mut id) };
+        let mut names: Vec<ModuleBuffer> = labels.iter().map(|l| ModuleBuffer::of(l.as_bytes())).collect();
+        let ptr = if names.is_empty() { std::ptr::null_mut() } else { names.as_mut_ptr() };
+        // SAFETY: valid buffers and out-param for the call.
+        let r = unsafe { f(self.0, ModuleBuffer::of(name.as_bytes()), ptr, names.len(), &mut id) };
         (r == METRICS_SUCCESS).then_some(id)
     }
+
+    /// A counter with one label, whose values come with each increment (Envoy makes a series
+    /// per value: `name{label="value"}` in Prometheus).
+    pub fn define_labelled_counter(self, name: &str, label: &str) -> Option<usize> {
+        self.define(envoy_dynamic_module_callback_http_filter_config_define_counter, name, &[label])
+    }
+
+    pub fn increment_labelled(self, id: usize, value: &str, n: u64) {
+        let mut values = [ModuleBuffer::of(value.as_bytes())];
+        // SAFETY: one label value, as defined.
+        unsafe { envoy_dynamic_module_callback_http_filter_config_increment_counter(self.0, id, values.as_mut_ptr(), 1, n) };
+    }
     pub fn define_counter(self, name: &str) -> Option<usize> {
-        self.define(envoy_dynamic_module_callback_http_filter_config_define_counter, name)
+        self.define(envoy_dynamic_module_callback_http_filter_config_define_counter, name, &[])
     }
     pub fn define_gauge(self, name: &str) -> Option<usize> {
-        self.define(envoy_dynamic_module_callback_http_filter_config_define_gauge, name)
+        self.define(envoy_dynamic_module_callback_http_filter_config_define_gauge, name, &[])
     }
     pub fn define_histogram(self, name: &str) -> Option<usize> {
-        self.define(envoy_dynamic_module_callback_http_filter_config_define_histogram, name)
+        self.define(envoy_dynamic_module_callback_http_filter_config_define_histogram, name, &[])
     }
 
     pub fn increment(self, id: usize, n: u64) {

@@ -37,10 +37,11 @@ pub struct TextCounts {
     pub skipped_empty: Count,
     /// Per configured label, in the configuration's order.
     pub labels: Vec<Count>,
-    /// The service's answer label: one counter per configured label (Envoy lets a module define
-    /// metrics only when its configuration loads, so an answer label the configuration does
-    /// not name is not counted here; the Wasm filter defines it on first sight).
-    pub verdicts: Vec<(String, Count)>,
+    /// The service's answer label, whatever it is: one counter with a `label` label (Envoy lets
+    /// a module define metrics only when its configuration loads; the Wasm filter defines a
+    /// counter per label on first sight, which envoy.yaml's stats tags turn into the same
+    /// series, `edgescore_text_verdict{label="ok"}`).
+    pub verdict: Option<usize>,
     pub raised_tag: Count,
     pub raised_block: Count,
     pub raised_shadow_block: Count,
@@ -125,7 +126,7 @@ impl Defined {
             timeouts: counter(names::text::TIMEOUTS),
             skipped_empty: counter(names::text::SKIPPED_EMPTY),
             labels: labels.iter().map(|l| counter(&names::text::label(l))).collect(),
-            verdicts: labels.iter().map(|l| (l.to_string(), counter(&names::text::verdict(l)))).collect(),
+            verdict: envoy.define_labelled_counter(names::text::VERDICT, "label"),
             raised_tag: counter(names::text::RAISED_TAG),
             raised_block: counter(names::text::RAISED_BLOCK),
             raised_shadow_block: counter(names::text::RAISED_SHADOW_BLOCK),
@@ -157,7 +158,7 @@ impl Defined {
 
     /// A zeroed count per counter, for one worker.
     pub fn pending(&self) -> Pending {
-        Pending(vec![0; self.counters.len()])
+        Pending { counts: vec![0; self.counters.len()], verdicts: Vec::new() }
     }
 
     /// The counters of the scorer's models, in the scorer's model order (a model whose name has
@@ -176,9 +177,15 @@ impl Defined {
 
     /// Hands `pending`'s counts to Envoy (main thread) and zeroes them.
     pub fn flush(&self, envoy: &EnvoyConfig, pending: &mut Pending) {
-        for (id, n) in self.counters.iter().zip(pending.0.iter_mut()).skip(1) {
+        for (id, n) in self.counters.iter().zip(pending.counts.iter_mut()).skip(1) {
             if *n > 0 {
                 envoy.increment(*id, *n);
+                *n = 0;
+            }
+        }
+        if let Some(id) = self.text.verdict {
+            for (label, n) in pending.verdicts.iter_mut().filter(|(_, n)| *n > 0) {
+                envoy.increment_labelled(id, label, *n);
                 *n = 0;
             }
         }
@@ -186,15 +193,28 @@ impl Defined {
 }
 
 /// One worker's counts not yet handed to Envoy.
-pub struct Pending(Vec<u64>);
+pub struct Pending {
+    counts: Vec<u64>,
+    /// Text verdicts by the service's label (a label's first verdict on a worker allocates its
+    /// entry: the text path's, never the tree path's).
+    verdicts: Vec<(String, u64)>,
+}
 
 impl Pending {
     #[inline]
     pub fn add(&mut self, c: Count, n: u64) {
         if c.0 != 0 {
-            if let Some(p) = self.0.get_mut(c.0) {
+            if let Some(p) = self.counts.get_mut(c.0) {
                 *p += n;
             }
+        }
+    }
+
+    /// One verdict the service labelled `label`.
+    pub fn verdict(&mut self, label: &str) {
+        match self.verdicts.iter_mut().find(|(l, _)| l == label) {
+            Some((_, n)) => *n += 1,
+            None => self.verdicts.push((label.to_string(), 1)),
         }
     }
 

@@ -178,10 +178,8 @@ pub fn verdict(f: &Filter, s: Stream, id: u64, result: u32, headers: &[EnvoyHead
     }
     let replied = apply(s, &outcome.edits);
     let m = &f.metrics.text;
+    slot.pending.verdict(&verdict.label);
     let mut count = |c| slot.pending.add(c, 1);
-    if let Some(&c) = m.verdicts.iter().find(|(l, _)| *l == verdict.label).map(|(_, c)| c) {
-        count(c);
-    }
     for &i in &outcome.crossed {
         if let Some(&c) = m.labels.get(i) {
             count(c);
