@@ -2,7 +2,7 @@
 """Model updates under load (docs/registry.md): what a live swap costs the requests in flight.
 
     .venv/bin/python -m benches.swap_load.run [--duration 60] [--rounds 2] [--rate R]
-                                              [--rss-swaps 600] [--write-readme]
+                                              [--rss-swaps 600] [--native] [--write-readme]
 
 A real Envoy (`--concurrency 2`) with the edgescore filter on reference-size models (300 trees
 of depth 6 each, target/bench-models, `make bench-models`) answers every request itself (a
@@ -23,7 +23,9 @@ interleaved over `--rounds` rounds (a b c a b c ...; medians and every round's p
 Every request's score header goes to an access log, which shows that each request was scored
 by a published version (`bot@N` for a manifest version N). After the last round's (b), without
 load, the publishing goes on until the workers have swapped `--rss-swaps` times: Envoy's RSS after that
-against after 10 swaps. Output: a table, results.json, p999.png (p999 per second, swaps
+against after 10 swaps. `--native` runs the same with the native module (native/) in the Wasm
+filter's place: each worker takes the scorer the main thread built for it before its next
+request. Output: a table, results.json, p999.png (p999 per second, swaps
 marked) and, with --write-readme, the results section of README.md. Every process started is
 stopped by PID.
 """
@@ -149,11 +151,14 @@ class Bench:
             [pub], poll_seconds=1, max_artifact_bytes=64 << 20))
         render_envoy.set_plugin_config(cfg, plugin)
         render_envoy.add_registry(cfg, plugin, "127.0.0.1", self.server.port)
+        if self.args.native:
+            cfg = render_envoy.to_native(cfg)
         e = envoyctl.Envoy(cfg, self.work / name, name=name, concurrency=WORKERS, log_level="warning")
         e.port = port
         e.start()
         deadline = time.monotonic() + 30
-        while counter(e, SWAPS) < WORKERS + 1:
+        # The Wasm filter's main-thread root context swaps too; the native module counts workers.
+        while counter(e, SWAPS) < WORKERS + (0 if self.args.native else 1):
             if time.monotonic() > deadline:
                 raise RuntimeError(f"{name}: no models from the registry\n{e.log_tail()}")
             time.sleep(0.2)
@@ -168,6 +173,8 @@ class Bench:
         def push(bot: Path) -> None:
             cfg = base_config(port, self.work / f"{name}.access.log")
             render_envoy.set_plugin_config(cfg, inline_plugin(self.arts, bot))
+            if self.args.native:
+                cfg = render_envoy.to_native(cfg)
             doc = {"resources": [{"@type": "type.googleapis.com/envoy.config.listener.v3.Listener",
                                   **cfg["static_resources"]["listeners"][0]}]}
             tmp = lds_dir / "lds.json.tmp"
@@ -180,6 +187,9 @@ class Bench:
         boot["node"] = {"id": "swap-load", "cluster": "swap-load"}
         boot["dynamic_resources"] = {"lds_config": {"resource_api_version": "V3", "path_config_source": {
             "path": str(lds), "watched_directory": {"path": str(lds_dir)}}}}
+        if self.args.native:  # the listener (in LDS) is native; the runtime flag is bootstrap's
+            boot["layered_runtime"] = {"layers": [{"name": "edgescore_native", "static_layer": dict(render_envoy.NATIVE_RUNTIME)},
+                                                  {"name": "admin", "admin_layer": {}}]}
         e = envoyctl.Envoy(boot, self.work / name, name=name, concurrency=WORKERS, log_level="warning")
         e.port = port
         e.start()
@@ -389,6 +399,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--rate", type=float, help="requests/s (default: half the measured capacity)")
     ap.add_argument("--rss-swaps", type=int, default=600)
+    ap.add_argument("--native", action="store_true", help="the native module instead of the .wasm")
     ap.add_argument("--write-readme", action="store_true")
     args = ap.parse_args(argv)
     t0 = time.monotonic()
