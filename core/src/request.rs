@@ -1,30 +1,60 @@
-//! The request as the host hands it over: header pairs in proxy-wasm's map wire format, read in
-//! place (bytes, never strings: header values may be any bytes), plus the few connection
-//! properties features need.
+//! The request as the host hands it over: header pairs in proxy-wasm's map wire format or in a
+//! host's C array, read in place (bytes, never strings: header values may be any bytes), plus
+//! the few connection properties features need.
 
 /// Why a header-map buffer from the host could not be read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error("malformed header map from the host: {0}")]
 pub struct MalformedMap(pub &'static str);
 
-/// Headers in proxy-wasm's serialised map format, validated once:
-/// `u32 count`, `count × (u32 name_len, u32 value_len)`, then each name and value followed by a
-/// NUL byte. Envoy hands `:method`, `:path`, `:authority` and `:scheme` over as pseudo-headers
-/// in the same map.
+/// One header of a host's own header array, in C layout: two pointer-and-length pairs, as
+/// Envoy's dynamic-modules ABI hands its request headers over. [`HeaderMap::from_c_headers`]
+/// reads such an array in place.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct CHeader {
+    pub name: *const u8,
+    pub name_len: usize,
+    pub value: *const u8,
+    pub value_len: usize,
+}
+
+impl CHeader {
+    /// # Safety
+    /// As [`HeaderMap::from_c_headers`], for `'a`.
+    pub unsafe fn name_bytes<'a>(&self) -> &'a [u8] {
+        c_bytes(self.name, self.name_len)
+    }
+    /// # Safety
+    /// As [`HeaderMap::from_c_headers`], for `'a`.
+    pub unsafe fn value_bytes<'a>(&self) -> &'a [u8] {
+        c_bytes(self.value, self.value_len)
+    }
+}
+
+/// Headers as the host hands them over, read in place: proxy-wasm's serialised map, validated
+/// once (`u32 count`, `count × (u32 name_len, u32 value_len)`, then each name and value
+/// followed by a NUL byte), or a host's C array of [`CHeader`]s. Envoy hands `:method`,
+/// `:path`, `:authority` and `:scheme` over as pseudo-headers in the same map.
 #[derive(Clone, Copy)]
 pub struct HeaderMap<'a> {
-    buf: &'a [u8],
-    count: usize,
+    repr: Repr<'a>,
+}
+
+#[derive(Clone, Copy)]
+enum Repr<'a> {
+    Wire { buf: &'a [u8], count: usize },
+    C(&'a [CHeader]),
 }
 
 impl<'a> HeaderMap<'a> {
-    pub const EMPTY: HeaderMap<'static> = HeaderMap { buf: &[0, 0, 0, 0], count: 0 };
+    pub const EMPTY: HeaderMap<'static> = HeaderMap { repr: Repr::Wire { buf: &[0, 0, 0, 0], count: 0 } };
 
     /// Checks every length against the buffer so that iteration cannot go out of bounds.
     pub fn parse(buf: &'a [u8]) -> Result<HeaderMap<'a>, MalformedMap> {
         if buf.is_empty() {
             // Envoy returns an empty buffer (not a zero count) for an empty map.
-            return Ok(HeaderMap { buf: &[], count: 0 });
+            return Ok(HeaderMap { repr: Repr::Wire { buf: &[], count: 0 } });
         }
         let count = read_u32(buf, 0).ok_or(MalformedMap("shorter than its count"))? as usize;
         let sizes_end = count.checked_mul(8).and_then(|n| n.checked_add(4)).ok_or(MalformedMap("count overflows"))?;
@@ -41,19 +71,31 @@ impl<'a> HeaderMap<'a> {
                 }
             }
         }
-        Ok(HeaderMap { buf, count })
+        Ok(HeaderMap { repr: Repr::Wire { buf, count } })
+    }
+
+    /// A host's header array, read in place (no copy).
+    ///
+    /// # Safety
+    /// Every `CHeader` points at `name_len` and `value_len` readable bytes (or is null with
+    /// length 0) that stay valid and unchanged for `'a`.
+    pub unsafe fn from_c_headers(headers: &'a [CHeader]) -> HeaderMap<'a> {
+        HeaderMap { repr: Repr::C(headers) }
     }
 
     pub fn len(&self) -> usize {
-        self.count
+        match self.repr {
+            Repr::Wire { count, .. } => count,
+            Repr::C(h) => h.len(),
+        }
     }
     pub fn is_empty(&self) -> bool {
-        self.count == 0
+        self.len() == 0
     }
 
     /// `(name, value)` pairs in the order the client sent them.
     pub fn iter(&self) -> HeaderIter<'a> {
-        HeaderIter { map: *self, index: 0, at: 4 + 8 * self.count }
+        HeaderIter { repr: self.repr, index: 0, at: 4 + 8 * self.len() }
     }
 
     /// The first value of `name` (names are compared as given; Envoy lower-cases them).
@@ -97,29 +139,49 @@ fn read_u32(buf: &[u8], at: usize) -> Option<u32> {
 }
 
 pub struct HeaderIter<'a> {
-    map: HeaderMap<'a>,
+    repr: Repr<'a>,
     index: usize,
+    /// Where the next name starts (the wire format).
     at: usize,
+}
+
+/// # Safety
+/// As [`HeaderMap::from_c_headers`]: `ptr` is null with `len` 0, or `len` readable bytes.
+unsafe fn c_bytes<'a>(ptr: *const u8, len: usize) -> &'a [u8] {
+    if ptr.is_null() || len == 0 {
+        &[]
+    } else {
+        core::slice::from_raw_parts(ptr, len)
+    }
 }
 
 impl<'a> Iterator for HeaderIter<'a> {
     type Item = (&'a [u8], &'a [u8]);
 
     fn next(&mut self) -> Option<Self::Item> {
-        if self.index >= self.map.count {
-            return None;
+        match self.repr {
+            Repr::C(headers) => {
+                let h = headers.get(self.index)?;
+                self.index += 1;
+                // SAFETY: `from_c_headers`' contract.
+                Some(unsafe { (c_bytes(h.name, h.name_len), c_bytes(h.value, h.value_len)) })
+            }
+            Repr::Wire { buf, count } => {
+                if self.index >= count {
+                    return None;
+                }
+                // `parse` checked every size and offset, so these reads stay in bounds; `get`
+                // keeps a bug here from becoming a panic in the host.
+                let name_len = read_u32(buf, 4 + 8 * self.index)? as usize;
+                let value_len = read_u32(buf, 8 + 8 * self.index)? as usize;
+                let name = buf.get(self.at..self.at + name_len)?;
+                self.at += name_len + 1;
+                let value = buf.get(self.at..self.at + value_len)?;
+                self.at += value_len + 1;
+                self.index += 1;
+                Some((name, value))
+            }
         }
-        let buf = self.map.buf;
-        // `parse` checked every size and offset, so these reads stay in bounds; `get` keeps a
-        // bug here from becoming a panic in the host.
-        let name_len = read_u32(buf, 4 + 8 * self.index)? as usize;
-        let value_len = read_u32(buf, 8 + 8 * self.index)? as usize;
-        let name = buf.get(self.at..self.at + name_len)?;
-        self.at += name_len + 1;
-        let value = buf.get(self.at..self.at + value_len)?;
-        self.at += value_len + 1;
-        self.index += 1;
-        Some((name, value))
     }
 }
 
@@ -233,6 +295,30 @@ mod tests {
         let map = HeaderMap::parse(&buf).unwrap();
         assert_eq!(map.iter().collect::<Vec<_>>(), pairs);
         assert_eq!(map.get(b"x-bin"), Some(&b"\xff\x00\xfe"[..]));
+    }
+
+    #[test]
+    fn a_c_header_array_reads_as_the_wire_format_does() {
+        let pairs: Vec<(&[u8], &[u8])> = vec![(b":path", b"/a?b=1"), (b"x-bin", b"\xff\x00\xfe"), (b"empty", b"")];
+        let c: Vec<CHeader> = pairs
+            .iter()
+            .map(|(n, v)| CHeader { name: n.as_ptr(), name_len: n.len(), value: if v.is_empty() { core::ptr::null() } else { v.as_ptr() }, value_len: v.len() })
+            .collect();
+        // SAFETY: every pointer is into `pairs`, alive for the test.
+        let map = unsafe { HeaderMap::from_c_headers(&c) };
+        let buf = HeaderMap::encode(&pairs);
+        let wire = HeaderMap::parse(&buf).unwrap();
+        assert_eq!(map.iter().collect::<Vec<_>>(), wire.iter().collect::<Vec<_>>());
+        assert_eq!((map.len(), map.get(b"x-bin")), (3, Some(&b"\xff\x00\xfe"[..])));
+        let mut a = [0f32; 8];
+        let mut b = [0f32; 8];
+        let mut schema = crate::features::FeatureSchema::new(b"0123456789abcdef");
+        for name in ["header_count", "header_bytes", "path_length", "query_param_count"] {
+            schema.slot(name, 0).unwrap();
+        }
+        schema.compute(&Request::new(map), &mut a);
+        schema.compute(&Request::new(wire), &mut b);
+        assert_eq!(a.map(f32::to_bits), b.map(f32::to_bits));
     }
 
     #[test]

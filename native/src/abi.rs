@@ -54,13 +54,9 @@ impl ModuleBuffer {
     }
 }
 
-/// A header Envoy hands over (both halves Envoy's).
-#[repr(C)]
-#[derive(Clone, Copy)]
-pub struct EnvoyHeader {
-    pub key: EnvoyBuffer,
-    pub value: EnvoyBuffer,
-}
+/// A header Envoy hands over (both halves Envoy's): two pointer-and-length pairs, the layout
+/// of the core's `CHeader`, so the core reads Envoy's array in place.
+pub type EnvoyHeader = edgescore_core::request::CHeader;
 
 /// A header the module hands over.
 #[repr(C)]

@@ -17,7 +17,7 @@ pub fn catch<T>(f: impl FnOnce() -> T, on_panic: impl FnOnce() -> T, fallback: T
 #[cfg(feature = "test-panic")]
 pub fn test_panic(s: crate::envoy::Stream) {
     let mut headers = Vec::new();
-    if s.request_headers(&mut headers) && headers.iter().any(|h| unsafe { h.key.bytes() } == b"x-edgescore-test-panic") {
+    if s.request_headers(&mut headers) && headers.iter().any(|h| unsafe { h.name_bytes() } == b"x-edgescore-test-panic") {
         panic!("x-edgescore-test-panic");
     }
 }

@@ -97,7 +97,7 @@ pub extern "C" fn envoy_dynamic_module_on_http_filter_config_http_callout_done(
             // SAFETY: Envoy's arrays and bytes, valid during this call (null when absent).
             let headers = if headers.is_null() { &[][..] } else { unsafe { std::slice::from_raw_parts(headers, n_headers) } };
             let chunks = if chunks.is_null() { &[][..] } else { unsafe { std::slice::from_raw_parts(chunks, n_chunks) } };
-            let status = headers.iter().find(|h| unsafe { h.key.bytes() } == b":status").map(|h| unsafe { h.value.bytes() });
+            let status = headers.iter().find(|h| unsafe { h.name_bytes() } == b":status").map(|h| unsafe { h.value_bytes() });
             let answer = match (result, status) {
                 (CALLOUT_RESULT_SUCCESS, Some(b"200")) => Ok(chunks.iter().flat_map(|c| unsafe { c.bytes() }).copied().collect()),
                 (CALLOUT_RESULT_SUCCESS, Some(s)) => Err(format!("HTTP {}", String::from_utf8_lossy(s))),

@@ -1,6 +1,6 @@
-//! One request on its worker: read the headers and the connection attributes the models need
-//! (borrowed from Envoy, copied once into the worker's reused buffer in the core's wire format),
-//! call the core, apply its edits, count. The decision itself is the core's
+//! One request on its worker: read the headers (Envoy's array of pointers into its own header
+//! map, read in place by the core) and the connection attributes the models need, call the
+//! core, apply its edits, count. The decision itself is the core's
 //! (`edgescore_core::decision`), bit for bit the Wasm filter's.
 //!
 //! No allocation on this path once a worker's buffers have grown to its largest request, and no
@@ -25,7 +25,7 @@ const MAX_REPLY_HEADERS: usize = 16;
 pub fn request_headers(f: &Filter, s: Stream, end_of_stream: bool) -> u32 {
     let mut guard = f.workers.lock(s.worker_index());
     guard.take_next();
-    let Slot { current, pending, headers, wire, text, .. } = &mut *guard;
+    let Slot { current, pending, headers, text, .. } = &mut *guard;
     let Some(worker) = current.as_mut() else { return HEADERS_CONTINUE };
     #[cfg(feature = "test-panic")]
     crate::guard::test_panic(s);
@@ -35,12 +35,8 @@ pub fn request_headers(f: &Filter, s: Stream, end_of_stream: bool) -> u32 {
         pending.add(f.metrics.errors, 1);
         return finish(s, &worker.scorer.decision_mut().error());
     }
-    // SAFETY (of the borrows): Envoy's header bytes live until this hook returns.
-    HeaderMap::encode_iter_into(wire, headers.iter().map(|h| unsafe { (h.key.bytes(), h.value.bytes()) }));
-    let Ok(map) = HeaderMap::parse(wire) else {
-        pending.add(f.metrics.errors, 1);
-        return finish(s, &worker.scorer.decision_mut().error());
-    };
+    // SAFETY: Envoy's header bytes live, unchanged, until this hook returns.
+    let map = unsafe { HeaderMap::from_c_headers(headers) };
     let wanted = worker.scorer.properties().wanted();
     let properties = Property::ALL.map(|p| if wanted[p as usize] { s.attribute(ATTRIBUTES[p as usize]) } else { None });
     let request = Request::with_properties(map, properties);

@@ -154,7 +154,7 @@ pub fn verdict(f: &Filter, s: Stream, id: u64, result: u32, headers: &[EnvoyHead
     let elapsed_ms = started.elapsed().as_millis() as u64;
     f.envoy.record(f.metrics.text.latency_ms, elapsed_ms);
     // SAFETY: Envoy's arrays, valid during this hook.
-    let status = headers.iter().find(|h| unsafe { h.key.bytes() } == b":status").map(|h| unsafe { h.value.bytes() });
+    let status = headers.iter().find(|h| unsafe { h.name_bytes() } == b":status").map(|h| unsafe { h.value_bytes() });
     let Some(status) = status.filter(|_| result == CALLOUT_RESULT_SUCCESS) else {
         // A reset, no healthy upstream, or an answer too large.
         let replied = failed(f, slot, s, &held, b"error=unavailable");

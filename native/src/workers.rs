@@ -47,8 +47,6 @@ pub struct Slot {
     pub pending: Pending,
     /// The header array Envoy fills, reused by every request on this worker.
     pub headers: Vec<crate::abi::EnvoyHeader>,
-    /// The headers in the core's wire format, reused likewise.
-    pub wire: Vec<u8>,
     /// Requests of this worker held on the text path.
     pub text: Vec<crate::text::TextStream>,
     /// A verdict Envoy delivered inside the callout call itself (see `text::call`): whether it
@@ -114,7 +112,6 @@ impl Workers {
                     retired: Vec::new(),
                     pending: metrics.pending(),
                     headers: Vec::with_capacity(64),
-                    wire: Vec::with_capacity(4096),
                     text: Vec::new(),
                     inline_verdict: None,
                 }),
