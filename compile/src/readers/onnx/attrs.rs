@@ -1,7 +1,7 @@
 //! Typed access to a node's attributes, and decoding of the `*_as_tensor` tensors.
 
-use super::{malformed, unsupported};
-use crate::readers::ReadError;
+use super::error::{malformed, unsupported};
+use crate::readers::error::ReadError;
 use tract_onnx::pb;
 
 // `AttributeProto.type` values (onnx.proto `AttributeType`).

@@ -2,6 +2,7 @@
 //! skl2onnx / onnxmltools exports with ORT's scores), and hand-built graphs whose expected values
 //! were produced by ONNX Runtime 1.31 on the same graphs.
 
+use super::graph::ML;
 use super::*;
 use crate::ir::Test;
 use pb::tensor_shape_proto::{dimension::Value as Dim, Dimension};

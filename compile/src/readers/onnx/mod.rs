@@ -1,7 +1,9 @@
 //! ONNX reader: a graph holding one `ai.onnx.ml` TreeEnsembleClassifier or TreeEnsembleRegressor
 //! (opsets 1 and 3, as skl2onnx and onnxmltools write them; `*_as_tensor` doubles included), or
-//! one TreeEnsemble (opset 5, `ensemble5`). tract-onnx only decodes the
-//! protobuf; the semantics are ONNX Runtime's (1.31), which is what users compare against:
+//! one TreeEnsemble (opset 5). tract-onnx decodes the protobuf, `graph` finds the ensemble and
+//! checks what surrounds it, `attrs` reads its attributes, `trees` (opsets 1 and 3) and `ensemble5`
+//! (opset 5) turn them into validated trees, and this module gives those trees ONNX Runtime's
+//! (1.31) output semantics, which is what users compare against:
 //!
 //! * splits: `BRANCH_LEQ/LT/GTE/GT/EQ/NEQ` → `Test::Le/Lt/Ge/Gt/Eq/Ne`, true → `yes`; NaN goes to
 //!   the true node when `nodes_missing_value_tracks_true`, otherwise the comparison decides
@@ -12,44 +14,28 @@
 
 mod attrs;
 mod ensemble5;
+mod error;
 mod graph;
 mod trees;
 
 #[cfg(test)]
 mod tests;
 
-use super::ReadError;
-use attrs::Attrs;
 use crate::ir::{Aggregate, FeatureDef, FeatureKind, Link, ModelIr, Node, SourceFormat, Task, Tree};
+use crate::readers::error::ReadError;
+use attrs::Attrs;
+use error::{malformed, unsupported};
+use graph::Kind;
 use std::collections::HashSet;
 use tract_onnx::pb;
 use tract_onnx::tract_core::framework::Framework;
-use trees::{Mode, NodeTable, SkelNode, Skeleton, WeightTable};
-
-const FORMAT: &str = "onnx";
-const ML: &str = "ai.onnx.ml";
-
-fn malformed(detail: impl Into<String>) -> ReadError {
-    ReadError::malformed(FORMAT, detail)
-}
-
-fn unsupported(construct: impl Into<String>) -> ReadError {
-    ReadError::unsupported(FORMAT, construct, None)
-}
+use trees::{node_table, weight_table, SkelNode, Skeleton};
 
 pub fn read(bytes: &[u8]) -> Result<ModelIr, ReadError> {
     let model = tract_onnx::Onnx::default()
         .proto_model_for_read(&mut &bytes[..])
         .map_err(|e| malformed(format!("cannot decode the ModelProto: {e:#}")))?;
     from_proto(&model)
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
-    Classifier,
-    Regressor,
-    /// ai.onnx.ml opset 5 `TreeEnsemble`.
-    Ensemble5,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -325,68 +311,4 @@ fn class_count(attrs: &Attrs) -> Result<usize, ReadError> {
         (Some(_), Some(_)) => Err(malformed("classifier has both classlabels_int64s and classlabels_strings")),
         (None, None) => Err(malformed("classifier has no class labels (classlabels_int64s or classlabels_strings)")),
     }
-}
-
-fn required_ints<'a>(attrs: &Attrs<'a>, name: &str) -> Result<&'a [i64], ReadError> {
-    attrs.ints(name)?.ok_or_else(|| malformed(format!("missing attribute {name}")))
-}
-
-fn same_len(name: &str, len: usize, reference: &str, n: usize) -> Result<(), ReadError> {
-    if len == n {
-        Ok(())
-    } else {
-        Err(malformed(format!("{name} has {len} entries but {reference} has {n}")))
-    }
-}
-
-fn node_table<'a>(attrs: &Attrs<'a>) -> Result<NodeTable<'a>, ReadError> {
-    let tree_ids = required_ints(attrs, "nodes_treeids")?;
-    let n = tree_ids.len();
-    if n == 0 {
-        return Err(malformed("the ensemble has no nodes"));
-    }
-    let node_ids = required_ints(attrs, "nodes_nodeids")?;
-    let feature_ids = required_ints(attrs, "nodes_featureids")?;
-    let true_ids = required_ints(attrs, "nodes_truenodeids")?;
-    let false_ids = required_ints(attrs, "nodes_falsenodeids")?;
-    let mode_names = attrs.strings("nodes_modes")?.ok_or_else(|| malformed("missing attribute nodes_modes"))?;
-    let values = attrs.reals("nodes_values")?.ok_or_else(|| malformed("missing attribute nodes_values"))?;
-    let missing = attrs.ints("nodes_missing_value_tracks_true")?.unwrap_or_default();
-    for (name, len) in [
-        ("nodes_nodeids", node_ids.len()),
-        ("nodes_featureids", feature_ids.len()),
-        ("nodes_truenodeids", true_ids.len()),
-        ("nodes_falsenodeids", false_ids.len()),
-        ("nodes_modes", mode_names.len()),
-        ("nodes_values", values.len()),
-    ] {
-        same_len(name, len, "nodes_treeids", n)?;
-    }
-    if !missing.is_empty() {
-        same_len("nodes_missing_value_tracks_true", missing.len(), "nodes_treeids", n)?;
-    }
-    let mut modes = Vec::with_capacity(n);
-    for (i, name) in mode_names.iter().enumerate() {
-        let mode = Mode::parse(name).ok_or_else(|| {
-            let t = tree_ids.get(i).copied().unwrap_or_default();
-            let id = node_ids.get(i).copied().unwrap_or_default();
-            unsupported(format!("tree {t} node {id}: node mode {name:?}"))
-        })?;
-        modes.push(mode);
-    }
-    let missing_true = if missing.is_empty() { vec![false; n] } else { missing.iter().map(|&m| m != 0).collect() };
-    Ok(NodeTable { tree_ids, node_ids, feature_ids, modes, values, true_ids, false_ids, missing_true })
-}
-
-fn weight_table<'a>(attrs: &Attrs<'a>, kind: &'static str, n_ids: usize) -> Result<WeightTable<'a>, ReadError> {
-    let name = |field: &str| format!("{kind}_{field}");
-    let tree_ids = attrs.ints(&name("treeids"))?.unwrap_or_default();
-    let node_ids = attrs.ints(&name("nodeids"))?.unwrap_or_default();
-    let ids = attrs.ints(&name("ids"))?.unwrap_or_default();
-    let values = attrs.reals(&name("weights"))?.unwrap_or_default();
-    let n = tree_ids.len();
-    same_len(&name("nodeids"), node_ids.len(), &name("treeids"), n)?;
-    same_len(&name("ids"), ids.len(), &name("treeids"), n)?;
-    same_len(&name("weights"), values.len(), &name("treeids"), n)?;
-    Ok(WeightTable { kind, tree_ids, node_ids, ids, values, n_ids })
 }

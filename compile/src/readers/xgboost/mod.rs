@@ -7,7 +7,9 @@
 //! node's set to the RIGHT, and invalid categories (negative, beyond the set) to the left.
 //! `base_score` is stored in output space and converted to a margin per objective.
 
-use super::ReadError;
+mod ubjson;
+
+use crate::readers::error::ReadError;
 use crate::ir::{Aggregate, FeatureDef, FeatureKind, Link, ModelIr, Node, SourceFormat, Task, Test, Tree};
 use rayon::prelude::*;
 use serde::Deserialize;
@@ -174,7 +176,7 @@ impl<'de: 'a, 'a> Deserialize<'de> for F32s<'a> {
                 Ok(F32s::Values(out))
             }
         }
-        d.deserialize_newtype_struct(super::ubjson::F32_ARRAY, V(std::marker::PhantomData))
+        d.deserialize_newtype_struct(ubjson::F32_ARRAY, V(std::marker::PhantomData))
     }
 }
 
@@ -201,11 +203,11 @@ impl<'de: 'a, 'a> Deserialize<'de> for TreeSource<'a> {
                 Ok(TreeSource::Ubjson(bytes))
             }
         }
-        d.deserialize_newtype_struct(super::ubjson::SPAN, V(std::marker::PhantomData))
+        d.deserialize_newtype_struct(ubjson::SPAN, V(std::marker::PhantomData))
     }
 }
 
-fn ubjson_error(e: super::ubjson::Error) -> ReadError {
+fn ubjson_error(e: ubjson::Error) -> ReadError {
     match e.schema {
         true => malformed(format!("not an XGBoost UBJSON model: {e}")),
         false => malformed(format!("damaged UBJSON: {e}")),
@@ -299,12 +301,17 @@ fn objective(name: &str) -> Result<Objective, ReadError> {
     })
 }
 
-pub fn read(bytes: &[u8]) -> Result<ModelIr, ReadError> {
-    let doc: Document = if is_ubjson(bytes) {
-        super::ubjson::from_slice(bytes).map_err(ubjson_error)?
+/// A JSON or UBJSON model file as the typed document `T` (the reader's, or `gain`'s).
+pub(super) fn deserialize<'a, T: Deserialize<'a>>(bytes: &'a [u8]) -> Result<T, ReadError> {
+    if is_ubjson(bytes) {
+        ubjson::from_slice(bytes).map_err(ubjson_error)
     } else {
-        serde_json::from_slice(bytes).map_err(|e| malformed(format!("not an XGBoost JSON model: {e}")))?
-    };
+        serde_json::from_slice(bytes).map_err(|e| malformed(format!("not an XGBoost JSON model: {e}")))
+    }
+}
+
+pub fn read(bytes: &[u8]) -> Result<ModelIr, ReadError> {
+    let doc: Document = deserialize(bytes)?;
     let learner = doc.learner;
     let booster = learner.gradient_booster;
     let (model, weights) = match booster.name.as_str() {
@@ -357,7 +364,7 @@ pub fn read(bytes: &[u8]) -> Result<ModelIr, ReadError> {
             let tj = match source {
                 TreeSource::Read(tj) => &**tj,
                 TreeSource::Ubjson(span) => {
-                    decoded = super::ubjson::from_span::<TreeJson>(bytes, span).map_err(ubjson_error)?;
+                    decoded = ubjson::from_span::<TreeJson>(bytes, span).map_err(ubjson_error)?;
                     &decoded
                 }
             };
