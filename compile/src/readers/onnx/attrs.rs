@@ -1,8 +1,8 @@
 //! Typed access to a node's attributes, and decoding of the `*_as_tensor` tensors.
 
 use super::error::{malformed, unsupported};
+use super::pb;
 use crate::readers::error::ReadError;
-use tract_onnx::pb;
 
 // `AttributeProto.type` values (onnx.proto `AttributeType`).
 const A_UNDEFINED: i32 = 0;

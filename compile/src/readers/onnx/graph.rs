@@ -2,9 +2,9 @@
 
 use super::attrs;
 use super::error::{malformed, unsupported};
+use super::pb;
 use crate::readers::error::ReadError;
 use std::collections::{HashMap, HashSet, VecDeque};
-use tract_onnx::pb;
 
 /// The domain of the tree-ensemble operators.
 pub(super) const ML: &str = "ai.onnx.ml";

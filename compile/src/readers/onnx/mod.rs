@@ -1,7 +1,7 @@
 //! ONNX reader: a graph holding one `ai.onnx.ml` TreeEnsembleClassifier or TreeEnsembleRegressor
 //! (opsets 1 and 3, as skl2onnx and onnxmltools write them; `*_as_tensor` doubles included), or
-//! one TreeEnsemble (opset 5). tract-onnx decodes the protobuf, `graph` finds the ensemble and
-//! checks what surrounds it, `attrs` reads its attributes, `trees` (opsets 1 and 3) and `ensemble5`
+//! one TreeEnsemble (opset 5). `pb` decodes the protobuf, `graph` finds the ensemble and checks
+//! what surrounds it, `attrs` reads its attributes, `trees` (opsets 1 and 3) and `ensemble5`
 //! (opset 5) turn them into validated trees, and this module gives those trees ONNX Runtime's
 //! (1.31) output semantics, which is what users compare against:
 //!
@@ -16,6 +16,7 @@ mod attrs;
 mod ensemble5;
 mod error;
 mod graph;
+mod pb;
 mod trees;
 
 #[cfg(test)]
@@ -26,15 +27,12 @@ use crate::readers::error::ReadError;
 use attrs::Attrs;
 use error::{malformed, unsupported};
 use graph::Kind;
+use prost::Message;
 use std::collections::HashSet;
-use tract_onnx::pb;
-use tract_onnx::tract_core::framework::Framework;
 use trees::{node_table, weight_table, SkelNode, Skeleton};
 
 pub fn read(bytes: &[u8]) -> Result<ModelIr, ReadError> {
-    let model = tract_onnx::Onnx::default()
-        .proto_model_for_read(&mut &bytes[..])
-        .map_err(|e| malformed(format!("cannot decode the ModelProto: {e:#}")))?;
+    let model = pb::ModelProto::decode(bytes).map_err(|e| malformed(format!("cannot decode the ModelProto: {e}")))?;
     from_proto(&model)
 }
 
