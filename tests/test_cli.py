@@ -78,6 +78,12 @@ def test_truncated_json_model(tmp_path):
     assert_clean_error(run("compile", str(bad), "-o", str(tmp_path / "x.esm"), "--format", "xgboost"), "malformed XGBoost model")
 
 
+def test_linear_booster_is_refused_by_name(tmp_path):
+    for file in ("model.json", "model.ubj"):
+        model = REPO / "tests" / "models" / "xgb_gblinear_refuse" / file
+        assert_clean_error(run("compile", str(model), "-o", str(tmp_path / "x.esm")), "booster `gblinear` (a linear model")
+
+
 def test_wrong_format_flag(tmp_path):
     assert_clean_error(
         run("compile", str(FIXTURE / "model.json"), "-o", str(tmp_path / "x.esm"), "--format", "lightgbm"),
