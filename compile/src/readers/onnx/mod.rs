@@ -8,8 +8,10 @@
 //! * splits: `BRANCH_LEQ/LT/GTE/GT/EQ/NEQ` → `Test::Le/Lt/Ge/Gt/Eq/Ne`, true → `yes`; NaN goes to
 //!   the true node when `nodes_missing_value_tracks_true`, otherwise the comparison decides
 //!   (false, except `!=`).
-//! * regressor: `SUM` → margin = base + Σ leaves; `AVERAGE` → base + Σ leaves / (number of tree
-//!   ids, weighted or not). ONNX Runtime ignores LOGISTIC/SOFTMAX for a single target.
+//! * regressor: one output per target (`n_targets`, each leaf weight naming its target);
+//!   `SUM` → margin = base + Σ leaves; `AVERAGE` → base + Σ leaves / (number of tree ids,
+//!   weighted or not). ONNX Runtime ignores LOGISTIC/SOFTMAX for a single target and applies
+//!   them across the targets otherwise.
 //! * classifier: see [`classifier_outputs`] for how ONNX Runtime lays out binary scores.
 
 mod attrs;
@@ -68,14 +70,12 @@ fn from_proto(model: &pb::ModelProto) -> Result<ModelIr, ReadError> {
     let (skeletons, task, link, aggregate, base_score, trees, objective) = match kind {
         Kind::Regressor => {
             let n_targets = attrs.int("n_targets")?.ok_or_else(|| malformed(format!("{op} has no n_targets")))?;
-            if n_targets > 1 {
-                return Err(unsupported(format!("multi-output regressor (n_targets = {n_targets})")));
-            }
-            if n_targets < 1 {
-                return Err(malformed(format!("{op} has n_targets = {n_targets}")));
-            }
+            let n_targets = usize::try_from(n_targets)
+                .ok()
+                .filter(|&n| (1..=edgescore_core::MAX_OUTPUTS).contains(&n))
+                .ok_or_else(|| malformed(format!("{op} has n_targets = {n_targets}")))?;
             let agg_name = attrs.string("aggregate_function")?.unwrap_or_else(|| "SUM".into());
-            let weights = weight_table(&attrs, "target", 1)?;
+            let weights = weight_table(&attrs, "target", n_targets)?;
             let skeletons = trees::build(&table, &weights, n_features)?;
             let aggregate = match agg_name.as_str() {
                 "SUM" => Aggregate::Sum,
@@ -84,15 +84,16 @@ fn from_proto(model: &pb::ModelProto) -> Result<ModelIr, ReadError> {
                 "MIN" | "MAX" => return Err(unsupported(format!("aggregate_function {agg_name}"))),
                 other => return Err(unsupported(format!("aggregate_function {other:?}"))),
             };
-            let base_score = match base[..] {
-                [] => vec![0.0],
-                [b] => vec![b],
-                _ => return Err(malformed(format!("base_values has {} entries for 1 target", base.len()))),
+            let base_score = match base.len() {
+                0 => vec![0.0; n_targets],
+                n if n == n_targets => base.clone(),
+                n => return Err(malformed(format!("base_values has {n} entries for {n_targets} target(s)"))),
             };
-            let trees = ir_trees(&skeletons, Some);
-            let objective = format!("{op}/{agg_name}/{post_name}");
             // A single target's score is reported as is: ONNX Runtime applies no LOGISTIC/SOFTMAX.
-            (skeletons, Task::Regression, Link::Identity, aggregate, base_score, trees, objective)
+            let link = if n_targets == 1 { Link::Identity } else { link_of(post) };
+            let trees = if n_targets == 1 { ir_trees(&skeletons, Some) } else { target_trees(&skeletons, n_targets) };
+            let objective = format!("{op}/{agg_name}/{post_name}");
+            (skeletons, Task::Regression, link, aggregate, base_score, trees, objective)
         }
         Kind::Ensemble5 => unreachable!("read by ensemble5_model"),
         Kind::Classifier => {
@@ -279,26 +280,44 @@ fn ir_trees(skeletons: &[Skeleton], output_of: impl Fn(u32) -> Option<u32>) -> V
     for s in skeletons {
         for c in s.ids() {
             let Some(output) = output_of(c) else { continue };
-            let nodes = s
-                .nodes
-                .iter()
-                .map(|n| match n {
-                    SkelNode::Split { feature, test, missing_yes, yes, no } => Node::Split {
-                        feature: *feature,
-                        test: test.clone(),
-                        missing_yes: *missing_yes,
-                        yes: *yes,
-                        no: *no,
-                    },
-                    SkelNode::Leaf { weights } => Node::Leaf {
-                        value: weights.iter().filter(|(id, _)| *id == c).map(|(_, w)| w).sum(),
-                    },
-                })
-                .collect();
+            let nodes = s.nodes.iter().map(|n| ir_node(n, |weights| Node::Leaf { value: weight_of(weights, c) })).collect();
             out.push(Tree { output, nodes });
         }
     }
     out
+}
+
+/// A regressor's trees with several targets: a tree whose leaves carry weights for more than
+/// one target is one tree of vector leaves (a value per target, 0 where a leaf has no weight
+/// for it: ONNX Runtime adds nothing there), walked once per row for all its targets; a tree
+/// weighting a single target is a plain tree of that target's output.
+fn target_trees(skeletons: &[Skeleton], n_targets: usize) -> Vec<Tree> {
+    let mut out = Vec::new();
+    for s in skeletons {
+        if s.ids().len() <= 1 {
+            out.extend(ir_trees(std::slice::from_ref(s), Some));
+            continue;
+        }
+        let values = |weights: &[(u32, f64)]| (0..n_targets as u32).map(|t| weight_of(weights, t)).collect();
+        let nodes = s.nodes.iter().map(|n| ir_node(n, |weights| Node::VectorLeaf { values: values(weights) })).collect();
+        out.push(Tree { output: 0, nodes });
+    }
+    out
+}
+
+/// A leaf's weight for class or target `id` (its weights are summed per id; 0 without one).
+fn weight_of(weights: &[(u32, f64)], id: u32) -> f64 {
+    weights.iter().filter(|(i, _)| *i == id).map(|(_, w)| w).sum()
+}
+
+/// A skeleton node as an IR node, its leaf made by `leaf` from the leaf's weights.
+fn ir_node(n: &SkelNode, leaf: impl Fn(&[(u32, f64)]) -> Node) -> Node {
+    match n {
+        SkelNode::Split { feature, test, missing_yes, yes, no } => {
+            Node::Split { feature: *feature, test: test.clone(), missing_yes: *missing_yes, yes: *yes, no: *no }
+        }
+        SkelNode::Leaf { weights } => leaf(weights),
+    }
 }
 
 fn class_count(attrs: &Attrs) -> Result<usize, ReadError> {
