@@ -886,7 +886,10 @@ def _onnx_fixture(name, *, model, convert, X, y, test_sample, task, n_outputs, n
     R, groups = build_rows(rng, test_sample, n_feat, thr, allow_inf=True)
     outs = _ort_run(path, R)
     if task == "regression":
-        pred = np.asarray(outs["variable"]).reshape(-1)
+        # [N, n_targets]: one column per target (a single target as a flat column).
+        pred = np.asarray(outs["variable"]).reshape(len(R), -1)
+        if n_outputs == 1:
+            pred = pred.reshape(-1)
     else:
         pred = np.asarray(outs["probabilities"])
         if task == "binary":
@@ -988,6 +991,43 @@ def gen_onnx_rf_regressor():
                   n_outputs=1, notes="skl2onnx RandomForestRegressor: TreeEnsembleRegressor, "
                   "no aggregate_function (SUM) with target_weights already divided by n_trees, "
                   "output 'variable' [N,1].")
+
+
+def _multi_target(X, rng):
+    """Three targets of different shapes and scales, for the multi-output regressors."""
+    return np.stack([10 + 3 * X[:, 0] + X[:, 2] * X[:, 3], 2 * np.sin(X[:, 1]) - X[:, 4],
+                     100 * (X[:, 0] > 0.3) + X[:, 5] ** 2], 1) + rng.normal(0, 0.3, (len(X), 3))
+
+
+@fixture
+def gen_onnx_rf_multi_regressor():
+    from sklearn.ensemble import RandomForestRegressor
+
+    name = "onnx_rf_multi_regressor"
+    rng = np.random.default_rng(seed_of(name))
+    n_feat = 6
+    X = gauss_sampler(n_feat)(rng, 500)
+    m = RandomForestRegressor(n_estimators=12, max_depth=5, random_state=0, n_jobs=1)
+    _onnx_fixture(name, model=m, convert=_skl2onnx, X=X, y=_multi_target(X, rng),
+                  test_sample=gauss_sampler(n_feat, nan_rate=0.03), task="regression",
+                  n_outputs=3, notes="skl2onnx RandomForestRegressor on 3 targets: one "
+                  "TreeEnsembleRegressor with n_targets=3, every leaf carrying a weight per target "
+                  "(already divided by n_trees, SUM); output 'variable' [N,3].")
+
+
+@fixture
+def gen_onnx_et_multi_regressor():
+    from sklearn.ensemble import ExtraTreesRegressor
+
+    name = "onnx_et_multi_regressor"
+    rng = np.random.default_rng(seed_of(name))
+    n_feat = 6
+    X = gauss_sampler(n_feat)(rng, 500)
+    m = ExtraTreesRegressor(n_estimators=10, max_depth=6, random_state=0, n_jobs=1)
+    _onnx_fixture(name, model=m, convert=_skl2onnx, X=X, y=_multi_target(X, rng),
+                  test_sample=gauss_sampler(n_feat, nan_rate=0.03), task="regression",
+                  n_outputs=3, notes="skl2onnx ExtraTreesRegressor on 3 targets: "
+                  "TreeEnsembleRegressor, n_targets=3.")
 
 
 @fixture

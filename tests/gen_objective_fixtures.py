@@ -5,7 +5,8 @@ fixture generator (`tests/gen_fixtures.py` registers them; same directory layout
 * XGBoost vector-leaf trees (`multi_strategy="multi_output_tree"`): multi-target regression and
   multiclass; a model saved as UBJSON (`model.ubj` + the same booster as `same_model.json`);
 * XGBoost objectives: reg:gamma, reg:tweedie, survival:aft, survival:cox, binary:logitraw,
-  binary:hinge, multi:softmax (predict gives the class index), rank:ndcg, dart boosting;
+  binary:hinge, multi:softmax (predict gives the class index), rank:ndcg, dart boosting; and a
+  gblinear booster the reader refuses (`xgb_gblinear_refuse/`: the model file only);
 * LightGBM linear trees (`linear_tree=True`, NaN rows in the leaves' features), and the
   objectives gamma, tweedie, quantile, lambdarank, cross_entropy, multiclassova, dart boosting.
 """
@@ -155,6 +156,21 @@ def gen_xgb_dart():
     xgb("xgb_dart", "binary:logistic", y, task="binary", n_outputs=1, d=d,
         extra={"booster": "dart", "rate_drop": 0.2, "skip_drop": 0.0, "sample_type": "weighted"},
         notes="dart: each tree's leaves are scaled by its weight_drop entry at prediction")
+
+
+@fixture
+def gen_xgb_gblinear_refuse():
+    """A linear booster, saved as JSON and UBJSON: the reader must refuse it by name (no rows,
+    no meta.json: no parity check reads it)."""
+    import xgboost
+
+    _, cols, _, X, z = data("xgb_gblinear_refuse", n=200)
+    y = z[:, 0] * 2 - z[:, 1]
+    d = g.fresh_dir("xgb_gblinear_refuse")
+    dtrain = xgboost.DMatrix(X, label=y, feature_names=cols)
+    bst = xgboost.train({"booster": "gblinear", "objective": "reg:squarederror", "seed": 0, "nthread": 1}, dtrain, 5)
+    bst.save_model(d / "model.json")
+    bst.save_model(d / "model.ubj")
 
 
 # ----------------------------------------------------------------------------------------------

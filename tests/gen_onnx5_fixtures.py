@@ -171,6 +171,19 @@ def gen_onnx5_rf_regressor():
 
 
 @fixture
+def gen_onnx5_rf_multi_regressor():
+    from sklearn.ensemble import RandomForestRegressor
+
+    rng = np.random.default_rng(g.seed_of("onnx5_rf_multi_regressor"))
+    X = rng.normal(size=(400, 4)).astype(np.float32)
+    Y = np.stack([X[:, 0] * 2 + X[:, 1], np.sin(X[:, 2]) * 5, X[:, 3] * X[:, 0] - 20], 1)
+    v5_fixture("onnx5_rf_multi_regressor", RandomForestRegressor(n_estimators=6, max_depth=5, random_state=0), X, Y,
+               post=0, aggregate=1, task="regression", n_outputs=3,
+               notes="TreeEnsemble, SUM, NONE, 3 targets: each tree of the forest becomes one tree per "
+                     "target (leaf_targetids), weights already divided by n_trees.")
+
+
+@fixture
 def gen_onnx5_gb_multiclass():
     from sklearn.ensemble import GradientBoostingClassifier
 

@@ -190,7 +190,22 @@ def handmade_modes():
 
 
 
+def multi_target_regressor():
+    """Three targets: one TreeEnsembleRegressor with n_targets=3 (a weight per target per leaf).
+    Last, so that the fixtures above keep their probe rows (RNG draws)."""
+    from sklearn.datasets import make_regression
+    from sklearn.ensemble import RandomForestRegressor
+    from skl2onnx import to_onnx
+
+    X, y = make_regression(400, 5, noise=5.0, random_state=3)
+    X = X.astype(np.float32)
+    Y = np.stack([y, np.sin(X[:, 1]) * 10, X[:, 2] * X[:, 3]], 1)
+    model = RandomForestRegressor(3, max_depth=3, random_state=0).fit(X, Y)
+    save("rf_multi_regressor", to_onnx(model, X[:1], target_opset={"": 17, "ai.onnx.ml": 3}), X[200:])
+
+
 def make_all():
     sklearn_models()
     boosting_models()
     handmade_modes()
+    multi_target_regressor()

@@ -1,4 +1,4 @@
-"""The LightGBM / CatBoost reader fixtures (compile/src/readers/{lightgbm,catboost}.rs tests), a
+"""The LightGBM / CatBoost reader fixtures (compile/src/readers/lightgbm.rs and catboost/mod.rs tests), a
 part of the one fixture generator: `.venv/bin/python tests/gen_fixtures.py` runs it
 (lightgbm 4.7.0, catboost 1.2.10). Deterministic for a given library version, apart from
 CatBoost's model_guid / train_finish_time fields.

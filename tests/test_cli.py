@@ -1,5 +1,6 @@
 """The CLI's error contract: bad input gives one clear line on stderr and exit 1 — never a
-panic, a backtrace or a partial artifact."""
+panic, a backtrace or a partial artifact; a usage error (the command line itself) gives clap's
+error and usage and exit 2."""
 
 from __future__ import annotations
 
@@ -31,6 +32,33 @@ def assert_clean_error(p: subprocess.CompletedProcess, needle: str) -> None:
     assert "panicked" not in p.stderr and "backtrace" not in p.stderr.lower()
 
 
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["compile", "model.json"], "the following required arguments were not provided"),
+        (["compile", "model.json", "-o", "x.esm", "--bogus"], "unexpected argument '--bogus'"),
+        (["compile", "model.json", "-o", "x.esm", "--format", "sklearn"], "[possible values: auto, xgboost"),
+        (["inspect", "m.esm", "--json", "--html", "r.html"], "cannot be used with"),
+        (["frobnicate"], "unrecognized subcommand 'frobnicate'"),
+        ([], "Usage: edgescore <COMMAND>"),
+    ],
+)
+def test_usage_errors_exit_2(args, needle, tmp_path):
+    """clap's convention: its error with the usage (or the accepted values), exit 2; nothing
+    is read or written."""
+    p = subprocess.run([str(BIN), *args], capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert p.returncode == 2, (p.returncode, p.stdout, p.stderr)
+    assert needle in p.stderr and ("Usage: edgescore" in p.stderr or "possible values" in p.stderr), p.stderr
+    assert p.stdout == "" and "panicked" not in p.stderr and "edgescore: error:" not in p.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_help_and_version_exit_0():
+    for args in (["--help"], ["compile", "--help"], ["--version"]):
+        p = run(*args)
+        assert p.returncode == 0 and p.stdout and not p.stderr, (args, p.stderr)
+
+
 def test_missing_model(tmp_path):
     assert_clean_error(run("compile", str(tmp_path / "nope.json"), "-o", str(tmp_path / "x.esm")), "cannot read")
 
@@ -48,6 +76,12 @@ def test_truncated_json_model(tmp_path):
     bad = tmp_path / "cut.json"
     bad.write_text(text[: len(text) // 2])
     assert_clean_error(run("compile", str(bad), "-o", str(tmp_path / "x.esm"), "--format", "xgboost"), "malformed XGBoost model")
+
+
+def test_linear_booster_is_refused_by_name(tmp_path):
+    for file in ("model.json", "model.ubj"):
+        model = REPO / "tests" / "models" / "xgb_gblinear_refuse" / file
+        assert_clean_error(run("compile", str(model), "-o", str(tmp_path / "x.esm")), "booster `gblinear` (a linear model")
 
 
 def test_wrong_format_flag(tmp_path):

@@ -197,13 +197,14 @@ def test_inspect_refuses_flags_that_do_not_apply(rows, tmp_path):
     if not esm.is_file():
         missing(f"{esm} not built (run `make models`)")
     out = tmp_path / "r.html"
-    for args, needle in [
-        ((esm, "--schema", SCHEMA, "--html", out), "is a compiled artifact: --schema"),
-        ((esm, "--csv", rows), "--html"),
-        ((esm, "--json", "--html", out), "cannot be used with"),
+    # Exit 1: the command's own refusal; exit 2: clap's usage errors.
+    for args, needle, code in [
+        ((esm, "--schema", SCHEMA, "--html", out), "is a compiled artifact: --schema", 1),
+        ((esm, "--csv", rows), "--html", 2),
+        ((esm, "--json", "--html", out), "cannot be used with", 2),
     ]:
         p = subprocess.run([str(BIN), "inspect", *map(str, args)], capture_output=True, text=True, timeout=60)
-        assert p.returncode != 0 and needle in p.stderr, (args, p.stderr)
+        assert p.returncode == code and needle in p.stderr, (args, p.returncode, p.stderr)
         assert not out.exists()
 
 

@@ -343,3 +343,27 @@ fn run(cli: Cli) -> Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Cli;
+    use clap::{CommandFactory, Parser};
+
+    /// clap's own consistency check of the command line (names that `conflicts_with`,
+    /// `requires` and `required_unless_present` refer to exist, no duplicate flags).
+    #[test]
+    fn the_command_line_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    /// A usage error is clap's: exit 2 with the usage (docs: README.md, docs/registry.md); the
+    /// command's own errors exit 1 (`main`).
+    #[test]
+    fn usage_errors_exit_2() {
+        for args in [&["edgescore", "compile", "m.json"][..], &["edgescore", "score", "m.esm", "--bogus"], &["edgescore"]] {
+            let e = Cli::try_parse_from(args).err().unwrap_or_else(|| panic!("{args:?} parsed"));
+            assert_eq!(e.exit_code(), 2, "{args:?}");
+            assert!(e.render().to_string().contains("Usage: edgescore"), "{args:?}: {}", e.render());
+        }
+    }
+}

@@ -8,7 +8,8 @@
 //! counted the same splits per feature as the artifact holds, so the two readings cannot
 //! silently disagree.
 
-use super::{lightgbm, xgboost, Format, ReadError};
+use super::error::ReadError;
+use super::{lightgbm, xgboost, Format};
 use serde::Deserialize;
 
 /// One feature's gain over every split that tests it.
@@ -90,11 +91,7 @@ struct XgbTree {
 
 fn xgboost_gains(bytes: &[u8]) -> Result<GainRecord, ReadError> {
     let malformed = |detail: String| ReadError::malformed("XGBoost", detail);
-    let doc: XgbDocument = if xgboost::is_ubjson(bytes) {
-        super::ubjson::from_slice(bytes).map_err(|e| malformed(format!("not an XGBoost UBJSON model: {e}")))?
-    } else {
-        serde_json::from_slice(bytes).map_err(|e| malformed(format!("not an XGBoost JSON model: {e}")))?
-    };
+    let doc: XgbDocument = xgboost::deserialize(bytes)?;
     let booster = doc.learner.gradient_booster;
     let trees = booster.model.or(booster.gbtree.map(|d| d.model)).ok_or_else(|| malformed("no trees".into()))?.trees;
     let mut gains = Vec::new();

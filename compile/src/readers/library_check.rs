@@ -3,7 +3,7 @@
 //! and `expected.csv` (per row, the library's margins then its outputs), written by the library
 //! itself (`tests/gen_fixtures.py`); models a reader must refuse are `<prefix>_<name>_refuse/`.
 
-use super::ReadError;
+use crate::readers::error::ReadError;
 use crate::ir::{Aggregate, ModelIr};
 use std::path::PathBuf;
 

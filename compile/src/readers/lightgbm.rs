@@ -25,7 +25,7 @@
 //!   `i % num_tree_per_iteration`. `average_output` (random forest) divides each output's sum
 //!   by the number of iterations.
 
-use super::ReadError;
+use crate::readers::error::ReadError;
 use crate::ir::{Aggregate, FeatureDef, FeatureKind, Link, ModelIr, Node, SourceFormat, Task, Test, Tree};
 use rayon::prelude::*;
 use std::collections::HashMap;

@@ -1,19 +1,23 @@
 //! One reader per training library's model format. A reader only translates the library's
 //! semantics into [`ModelIr`]; layout and validation are the artifact's business.
+//!
+//! Each reader builds on its format's parsers and never the other way round: a format with
+//! helpers of its own is a folder (`catboost/`, `onnx/`, `xgboost/`) whose `mod.rs` is the
+//! reader and whose other files are the parsers it uses. `gain` reads split gains from the
+//! same files for `inspect --html`; `error` is the error every reader returns.
 
 use crate::ir::ModelIr;
 
 pub mod catboost;
-mod catboost_cbm;
-mod catboost_ctr;
-pub mod flatbuf;
+mod error;
 pub mod gain;
 #[cfg(test)]
 mod library_check;
 pub mod lightgbm;
 pub mod onnx;
-mod ubjson;
 pub mod xgboost;
+
+pub use error::ReadError;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Format {
@@ -22,25 +26,6 @@ pub enum Format {
     Lightgbm,
     Catboost,
     Onnx,
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum ReadError {
-    #[error("cannot tell the model format from its contents; pass --format")]
-    UnknownFormat,
-    #[error("malformed {format} model: {detail}")]
-    Malformed { format: &'static str, detail: String },
-    #[error("unsupported in {format} model: {construct}{}", tree.map(|t| format!(" (tree {t})")).unwrap_or_default())]
-    Unsupported { format: &'static str, construct: String, tree: Option<usize> },
-}
-
-impl ReadError {
-    pub fn malformed(format: &'static str, detail: impl Into<String>) -> Self {
-        ReadError::Malformed { format, detail: detail.into() }
-    }
-    pub fn unsupported(format: &'static str, construct: impl Into<String>, tree: Option<usize>) -> Self {
-        ReadError::Unsupported { format, construct: construct.into(), tree }
-    }
 }
 
 /// Guesses the format from the first bytes of an (already decompressed) model file.

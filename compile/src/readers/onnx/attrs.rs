@@ -1,8 +1,8 @@
 //! Typed access to a node's attributes, and decoding of the `*_as_tensor` tensors.
 
-use super::{malformed, unsupported};
-use crate::readers::ReadError;
-use tract_onnx::pb;
+use super::error::{malformed, unsupported};
+use super::pb;
+use crate::readers::error::ReadError;
 
 // `AttributeProto.type` values (onnx.proto `AttributeType`).
 const A_UNDEFINED: i32 = 0;

@@ -13,10 +13,10 @@
 //!   decides (false, except `!=`).
 
 use super::attrs::Attrs;
+use super::error::{malformed, unsupported};
 use super::trees::{SkelNode, Skeleton};
-use super::{malformed, unsupported};
 use crate::ir::Test;
-use crate::readers::ReadError;
+use crate::readers::error::ReadError;
 
 /// Largest membership code accepted (as XGBoost's categorical limit).
 const MAX_MEMBER: f64 = (1u32 << 24) as f64;

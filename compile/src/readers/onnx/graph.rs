@@ -1,9 +1,22 @@
 //! The graph around the ensemble: which node it is, what feeds it, what reads its scores.
 
-use super::{attrs, malformed, unsupported, Kind, ML};
-use crate::readers::ReadError;
+use super::attrs;
+use super::error::{malformed, unsupported};
+use super::pb;
+use crate::readers::error::ReadError;
 use std::collections::{HashMap, HashSet, VecDeque};
-use tract_onnx::pb;
+
+/// The domain of the tree-ensemble operators.
+pub(super) const ML: &str = "ai.onnx.ml";
+
+/// Which tree-ensemble operator the graph holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Kind {
+    Classifier,
+    Regressor,
+    /// ai.onnx.ml opset 5 `TreeEnsemble`.
+    Ensemble5,
+}
 
 /// The single tree-ensemble node.
 pub(super) fn find_ensemble(graph: &pb::GraphProto) -> Result<(usize, Kind), ReadError> {

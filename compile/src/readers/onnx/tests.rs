@@ -2,6 +2,7 @@
 //! skl2onnx / onnxmltools exports with ORT's scores), and hand-built graphs whose expected values
 //! were produced by ONNX Runtime 1.31 on the same graphs.
 
+use super::graph::ML;
 use super::*;
 use crate::ir::Test;
 use pb::tensor_shape_proto::{dimension::Value as Dim, Dimension};
@@ -79,6 +80,21 @@ fn rf_multiclass_matches_ort() {
 fn rf_regressor_matches_ort() {
     let ir = fixture("rf_regressor");
     assert_eq!((ir.task, ir.link, ir.n_outputs()), (Task::Regression, Link::Identity, 1));
+}
+
+#[test]
+fn rf_multi_regressor_matches_ort() {
+    let ir = fixture("rf_multi_regressor");
+    assert_eq!((ir.task, ir.link, ir.aggregate, ir.n_outputs()), (Task::Regression, Link::Identity, Aggregate::Sum, 3));
+    assert_eq!(ir.objective, "TreeEnsembleRegressor/SUM/NONE");
+    // Every leaf of a scikit-learn forest weights all 3 targets: one tree of vector leaves each.
+    assert_eq!(ir.trees.len(), 3);
+    let vector_leaf = |n: &Node| match n {
+        Node::Split { .. } => true,
+        Node::VectorLeaf { values } => values.len() == 3,
+        _ => false,
+    };
+    assert!(ir.trees.iter().flat_map(|t| &t.nodes).all(vector_leaf));
 }
 
 #[test]
@@ -356,6 +372,47 @@ fn regressor_sum_average_and_ignored_post_transform() {
     check(&from_proto(&regressor(a)).unwrap(), [&[6.0], &[1.5]], "leaf without weight");
 }
 
+/// (tree, node, target, weight) on [`stumps`]: tree 0 weights targets 0 and 1, tree 1 target 2.
+fn multi_target_attrs(post: &str, aggregate: &str, base: Option<&[f32]>) -> Vec<pb::AttributeProto> {
+    let w: [(i64, i64, i64, f32); 6] = [(0, 1, 0, 1.0), (0, 2, 0, 2.0), (0, 1, 1, 3.0), (0, 2, 1, 4.0), (1, 1, 2, 10.0), (1, 2, 2, 20.0)];
+    let mut a = stumps(2);
+    a.push(ints("target_treeids", &w.iter().map(|w| w.0).collect::<Vec<_>>()));
+    a.push(ints("target_nodeids", &w.iter().map(|w| w.1).collect::<Vec<_>>()));
+    a.push(ints("target_ids", &w.iter().map(|w| w.2).collect::<Vec<_>>()));
+    a.push(floats("target_weights", &w.iter().map(|w| w.3).collect::<Vec<_>>()));
+    a.push(int("n_targets", 3));
+    a.push(string("post_transform", post));
+    a.push(string("aggregate_function", aggregate));
+    if let Some(b) = base {
+        a.push(floats("base_values", b));
+    }
+    a
+}
+
+#[test]
+fn regressor_with_several_targets() {
+    let base = Some(&[0.5f32, 1.5, 2.5][..]);
+    let ir = from_proto(&regressor(multi_target_attrs("NONE", "SUM", base))).unwrap();
+    assert_eq!((ir.task, ir.link, ir.n_outputs()), (Task::Regression, Link::Identity, 3));
+    // Tree 0 weights two targets: one tree of vector leaves; tree 1 one target: a plain tree.
+    let leaves = |t: &Tree| t.nodes.iter().filter(|n| !matches!(n, Node::Split { .. })).cloned().collect::<Vec<_>>();
+    assert_eq!(leaves(&ir.trees[0]), [Node::VectorLeaf { values: vec![1.0, 3.0, 0.0] }, Node::VectorLeaf { values: vec![2.0, 4.0, 0.0] }]);
+    assert_eq!((ir.trees.len(), ir.trees[1].output), (2, 2));
+    check(&ir, [&[1.5, 4.5, 12.5], &[2.5, 5.5, 22.5]], "SUM");
+    // ORT divides every target's sum by the number of trees, then adds its base value.
+    let ir = from_proto(&regressor(multi_target_attrs("NONE", "AVERAGE", base))).unwrap();
+    check(&ir, [&[1.0, 3.0, 7.5], &[1.5, 3.5, 12.5]], "AVERAGE");
+    check(&from_proto(&regressor(multi_target_attrs("NONE", "SUM", None))).unwrap(), [&[1.0, 3.0, 10.0], &[2.0, 4.0, 20.0]], "no base");
+    // Unlike a single target's, several targets' scores go through the post_transform.
+    let lg = [&[0.81757444, 0.98901308, 0.9999963][..], &[0.92414182, 0.9959299, 1.0]];
+    check(&from_proto(&regressor(multi_target_attrs("LOGISTIC", "SUM", base))).unwrap(), lg, "LOGISTIC");
+    let sm = [&[1.6695822e-5, 3.3534452e-4, 0.99964797][..], &[2.0611537e-9, 4.1399378e-8, 1.0]];
+    check(&from_proto(&regressor(multi_target_attrs("SOFTMAX", "SUM", base))).unwrap(), sm, "SOFTMAX");
+    // ORT refuses the graph too ("base_values should have 0 or 3 values").
+    let e = from_proto(&regressor(multi_target_attrs("NONE", "SUM", Some(&[0.5])))).unwrap_err().to_string();
+    assert_eq!(e, "malformed onnx model: base_values has 1 entries for 3 target(s)");
+}
+
 #[test]
 fn refused_constructs_name_themselves() {
     let msg = |a: Vec<pb::AttributeProto>| from_proto(&regressor(a)).unwrap_err().to_string();
@@ -368,7 +425,8 @@ fn refused_constructs_name_themselves() {
     assert_eq!(with(string("aggregate_function", "MAX")), "unsupported in onnx model: aggregate_function MAX");
     assert_eq!(with(string("post_transform", "PROBIT")), "unsupported in onnx model: post_transform PROBIT");
     assert_eq!(with(string("post_transform", "SOFTMAX_ZERO")), "unsupported in onnx model: post_transform SOFTMAX_ZERO");
-    assert_eq!(with(int("n_targets", 2)), "unsupported in onnx model: multi-output regressor (n_targets = 2)");
+    assert_eq!(with(int("n_targets", 0)), "malformed onnx model: TreeEnsembleRegressor has n_targets = 0");
+    assert_eq!(with(int("n_targets", 1 << 20)), "malformed onnx model: TreeEnsembleRegressor has n_targets = 1048576");
     assert!(with(floats("base_values", &[0.5, 1.0])).contains("base_values has 2 entries for 1 target"));
     assert!(with(ints("target_ids", &[0, 0, 1, 0])).contains("target id 1 out of range"));
     assert!(with(ints("target_nodeids", &[1, 0, 1, 2])).contains("tree 0 node 0, which is not a leaf"));

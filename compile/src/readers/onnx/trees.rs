@@ -1,9 +1,11 @@
-//! The `nodes_*` and `class_*`/`target_*` attribute tables → validated, re-indexed trees
-//! ("skeletons") whose leaves still carry their per-class weights.
+//! The `nodes_*` and `class_*`/`target_*` attributes of the opset-1/3 operators → their tables,
+//! and the tables → validated, re-indexed trees ("skeletons") whose leaves still carry their
+//! per-class weights.
 
-use super::malformed;
-use crate::readers::ReadError;
+use super::attrs::Attrs;
+use super::error::{malformed, unsupported};
 use crate::ir::Test;
+use crate::readers::error::ReadError;
 use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 
@@ -33,7 +35,7 @@ impl Mode {
     }
 }
 
-/// The `nodes_*` attributes, all of the same length (checked by the caller).
+/// The `nodes_*` attributes, all of the same length (checked by [`node_table`]).
 pub(super) struct NodeTable<'a> {
     pub tree_ids: &'a [i64],
     pub node_ids: &'a [i64],
@@ -45,7 +47,7 @@ pub(super) struct NodeTable<'a> {
     pub missing_true: Vec<bool>,
 }
 
-/// The leaf weights (`class_*` or `target_*`), all of the same length (checked by the caller).
+/// The leaf weights (`class_*` or `target_*`), all of the same length (checked by [`weight_table`]).
 pub(super) struct WeightTable<'a> {
     /// "class" or "target", for messages.
     pub kind: &'static str,
@@ -55,6 +57,70 @@ pub(super) struct WeightTable<'a> {
     pub values: Vec<f64>,
     /// Number of classes or targets: ids must be below it.
     pub n_ids: usize,
+}
+
+fn required_ints<'a>(attrs: &Attrs<'a>, name: &str) -> Result<&'a [i64], ReadError> {
+    attrs.ints(name)?.ok_or_else(|| malformed(format!("missing attribute {name}")))
+}
+
+fn same_len(name: &str, len: usize, reference: &str, n: usize) -> Result<(), ReadError> {
+    if len == n {
+        Ok(())
+    } else {
+        Err(malformed(format!("{name} has {len} entries but {reference} has {n}")))
+    }
+}
+
+pub(super) fn node_table<'a>(attrs: &Attrs<'a>) -> Result<NodeTable<'a>, ReadError> {
+    let tree_ids = required_ints(attrs, "nodes_treeids")?;
+    let n = tree_ids.len();
+    if n == 0 {
+        return Err(malformed("the ensemble has no nodes"));
+    }
+    let node_ids = required_ints(attrs, "nodes_nodeids")?;
+    let feature_ids = required_ints(attrs, "nodes_featureids")?;
+    let true_ids = required_ints(attrs, "nodes_truenodeids")?;
+    let false_ids = required_ints(attrs, "nodes_falsenodeids")?;
+    let mode_names = attrs.strings("nodes_modes")?.ok_or_else(|| malformed("missing attribute nodes_modes"))?;
+    let values = attrs.reals("nodes_values")?.ok_or_else(|| malformed("missing attribute nodes_values"))?;
+    let missing = attrs.ints("nodes_missing_value_tracks_true")?.unwrap_or_default();
+    for (name, len) in [
+        ("nodes_nodeids", node_ids.len()),
+        ("nodes_featureids", feature_ids.len()),
+        ("nodes_truenodeids", true_ids.len()),
+        ("nodes_falsenodeids", false_ids.len()),
+        ("nodes_modes", mode_names.len()),
+        ("nodes_values", values.len()),
+    ] {
+        same_len(name, len, "nodes_treeids", n)?;
+    }
+    if !missing.is_empty() {
+        same_len("nodes_missing_value_tracks_true", missing.len(), "nodes_treeids", n)?;
+    }
+    let mut modes = Vec::with_capacity(n);
+    for (i, name) in mode_names.iter().enumerate() {
+        let mode = Mode::parse(name).ok_or_else(|| {
+            let t = tree_ids.get(i).copied().unwrap_or_default();
+            let id = node_ids.get(i).copied().unwrap_or_default();
+            unsupported(format!("tree {t} node {id}: node mode {name:?}"))
+        })?;
+        modes.push(mode);
+    }
+    let missing_true = if missing.is_empty() { vec![false; n] } else { missing.iter().map(|&m| m != 0).collect() };
+    Ok(NodeTable { tree_ids, node_ids, feature_ids, modes, values, true_ids, false_ids, missing_true })
+}
+
+pub(super) fn weight_table<'a>(attrs: &Attrs<'a>, kind: &'static str, n_ids: usize) -> Result<WeightTable<'a>, ReadError> {
+    let name = |field: &str| format!("{kind}_{field}");
+    let tree_ids = attrs.ints(&name("treeids"))?.unwrap_or_default();
+    let node_ids = attrs.ints(&name("nodeids"))?.unwrap_or_default();
+    let ids = attrs.ints(&name("ids"))?.unwrap_or_default();
+    let values = attrs.reals(&name("weights"))?.unwrap_or_default();
+    let n = tree_ids.len();
+    same_len(&name("nodeids"), node_ids.len(), &name("treeids"), n)?;
+    same_len(&name("ids"), ids.len(), &name("treeids"), n)?;
+    same_len(&name("weights"), values.len(), &name("treeids"), n)?;
+    Ok(WeightTable { kind, tree_ids, node_ids, ids, values, n_ids })
 }
 
 #[derive(Debug, Clone, PartialEq)]

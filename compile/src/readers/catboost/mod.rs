@@ -1,5 +1,7 @@
 //! CatBoost models: JSON (`model.save_model(path, format="json")`) and CatBoost's default binary
-//! format (`.cbm`, read through `catboost_cbm` into the same document), CatBoost 1.2.x.
+//! format (`.cbm`), CatBoost 1.2.x. Both are read into one typed document (`document`: the
+//! JSON export's layout; `cbm` builds it from the binary file, with `flatbuf`), whose CTR
+//! features `ctr` evaluates; this module turns the document into the IR.
 //!
 //! Semantics (CatBoost's CPU evaluator, confirmed against `predict` of CatBoost 1.2.10):
 //! - Every split of an oblivious tree is binary: bit = `x > border`, compared in f32 (borders are
@@ -24,17 +26,20 @@
 //! Each oblivious tree becomes, per output, an IR `Node::Oblivious`: level k tests split k, the
 //! test holding = bit 1 (`Test::Gt(border)` / the one-hot set), leaf k is CatBoost's leaf k.
 
-use super::catboost_cbm;
-use super::catboost_ctr::{self, CtrJson};
-use super::ReadError;
-use edgescore_core::ensemble::ctr::code_hash as category_hash;
+mod cbm;
+mod ctr;
+mod document;
+mod error;
+mod flatbuf;
+
 use crate::ir::{Aggregate, FeatureDef, FeatureKind, Level, Link, ModelIr, Node, SourceFormat, Task, Test, Tree};
+use crate::readers::error::ReadError;
+use document::Model;
+use edgescore_core::ensemble::ctr::code_hash as category_hash;
+use error::{malformed, unsupported};
 use rayon::prelude::*;
-use serde::Deserialize;
 use serde_json::Value;
 use std::collections::HashMap;
-
-const FORMAT: &str = "catboost";
 
 /// CatBoost trains trees of depth at most 16.
 const MAX_DEPTH: usize = 16;
@@ -44,94 +49,6 @@ const MAX_FLAT_INDEX: u32 = 1 << 20;
 
 /// One-hot splits are matched against the category codes `0..ONE_HOT_CODES`.
 const ONE_HOT_CODES: u32 = 1 << 20;
-
-fn malformed(detail: impl Into<String>) -> ReadError {
-    ReadError::malformed(FORMAT, detail)
-}
-
-fn unsupported(construct: impl Into<String>, tree: Option<usize>) -> ReadError {
-    ReadError::unsupported(FORMAT, construct, tree)
-}
-
-#[derive(Deserialize)]
-pub(super) struct Model {
-    #[serde(default)]
-    pub(super) features_info: FeaturesInfo,
-    #[serde(default)]
-    pub(super) model_info: Option<Value>,
-    #[serde(default)]
-    pub(super) oblivious_trees: Option<Vec<ObliviousTree>>,
-    /// Non-symmetric trees (grow_policy Depthwise / Lossguide).
-    #[serde(default)]
-    pub(super) trees: Option<Value>,
-    #[serde(default)]
-    pub(super) scale_and_bias: Option<(f64, Vec<f64>)>,
-    #[serde(default)]
-    pub(super) ctr_data: Option<HashMap<String, catboost_ctr::Table>>,
-}
-
-#[derive(Deserialize, Default)]
-pub(super) struct FeaturesInfo {
-    #[serde(default)]
-    pub(super) float_features: Vec<FloatFeature>,
-    #[serde(default)]
-    pub(super) categorical_features: Vec<CatFeature>,
-    #[serde(default)]
-    pub(super) text_features: Vec<Value>,
-    #[serde(default)]
-    pub(super) embedding_features: Vec<Value>,
-    #[serde(default)]
-    pub(super) ctrs: Vec<CtrJson>,
-}
-
-#[derive(Deserialize)]
-pub(super) struct FloatFeature {
-    pub(super) feature_index: u32,
-    pub(super) flat_feature_index: u32,
-    #[serde(default)]
-    pub(super) feature_id: Option<String>,
-    #[serde(default)]
-    pub(super) has_nans: bool,
-    #[serde(default)]
-    pub(super) borders: Vec<f64>,
-    #[serde(default)]
-    pub(super) nan_value_treatment: Option<String>,
-}
-
-#[derive(Deserialize)]
-pub(super) struct CatFeature {
-    pub(super) feature_index: u32,
-    pub(super) flat_feature_index: u32,
-    #[serde(default)]
-    pub(super) feature_id: Option<String>,
-    /// Hashes of the one-hot encoded categories (i32 or u32 in the JSON).
-    #[serde(default)]
-    pub(super) values: Vec<i64>,
-}
-
-#[derive(Deserialize)]
-pub(super) struct ObliviousTree {
-    pub(super) splits: Vec<Split>,
-    pub(super) leaf_values: Vec<f64>,
-}
-
-#[derive(Deserialize, Clone)]
-pub(super) struct Split {
-    /// Borrowed when the `.cbm` reader makes it (one per split of every tree: no allocation).
-    pub(super) split_type: std::borrow::Cow<'static, str>,
-    #[serde(default)]
-    pub(super) float_feature_index: Option<u32>,
-    #[serde(default)]
-    pub(super) border: Option<f64>,
-    #[serde(default)]
-    pub(super) cat_feature_index: Option<u32>,
-    /// One-hot: the category hash.
-    #[serde(default)]
-    pub(super) value: Option<i64>,
-    /// Index among the model's binary features: float borders, one-hot values, CTR borders.
-    #[serde(default)]
-    pub(super) split_index: Option<usize>,
-}
 
 /// Link and task for a loss function (`model_info.params.loss_function.type`).
 fn loss_semantics(loss: &str, dimension: usize) -> Result<(Task, Link), ReadError> {
@@ -180,11 +97,7 @@ struct FloatSplitInfo {
 }
 
 pub fn read(bytes: &[u8]) -> Result<ModelIr, ReadError> {
-    let model: Model = if catboost_cbm::is_cbm(bytes) {
-        catboost_cbm::to_model(bytes)?
-    } else {
-        serde_json::from_slice(bytes).map_err(|e| malformed(format!("not a CatBoost JSON model: {e}")))?
-    };
+    let model: Model = if cbm::is_cbm(bytes) { cbm::to_model(bytes)? } else { document::from_json(bytes)? };
     let Some(oblivious) = model.oblivious_trees else {
         if model.trees.is_some() {
             return Err(unsupported("non-symmetric trees (grow_policy Depthwise or Lossguide)", None));
@@ -273,7 +186,7 @@ pub fn read(bytes: &[u8]) -> Result<ModelIr, ReadError> {
     // after every float border and one-hot value, in `ctrs` order.
     let ctr_data = model.ctr_data.unwrap_or_default();
     let float_flat = |i: u32| float_splits.get(i as usize).and_then(Option::as_ref).map(|f| (f.flat, f.nan_yes));
-    let ctrs = catboost_ctr::read(&info.ctrs, &ctr_data, &catboost_ctr::Inputs { cat_flat: &cat_flat, float_flat: &float_flat })?;
+    let ctrs = ctr::read(&info.ctrs, &ctr_data, &ctr::Inputs { cat_flat: &cat_flat, float_flat: &float_flat })?;
     let ctr_base = info.float_features.iter().map(|f| f.borders.len()).sum::<usize>()
         + info.categorical_features.iter().map(|f| f.values.len()).sum::<usize>();
     // Binary feature index (relative to ctr_base) → (CTR, border index).

@@ -1,55 +1,41 @@
 //! ONNX reader: a graph holding one `ai.onnx.ml` TreeEnsembleClassifier or TreeEnsembleRegressor
 //! (opsets 1 and 3, as skl2onnx and onnxmltools write them; `*_as_tensor` doubles included), or
-//! one TreeEnsemble (opset 5, `ensemble5`). tract-onnx only decodes the
-//! protobuf; the semantics are ONNX Runtime's (1.31), which is what users compare against:
+//! one TreeEnsemble (opset 5). `pb` decodes the protobuf, `graph` finds the ensemble and checks
+//! what surrounds it, `attrs` reads its attributes, `trees` (opsets 1 and 3) and `ensemble5`
+//! (opset 5) turn them into validated trees, and this module gives those trees ONNX Runtime's
+//! (1.31) output semantics, which is what users compare against:
 //!
 //! * splits: `BRANCH_LEQ/LT/GTE/GT/EQ/NEQ` → `Test::Le/Lt/Ge/Gt/Eq/Ne`, true → `yes`; NaN goes to
 //!   the true node when `nodes_missing_value_tracks_true`, otherwise the comparison decides
 //!   (false, except `!=`).
-//! * regressor: `SUM` → margin = base + Σ leaves; `AVERAGE` → base + Σ leaves / (number of tree
-//!   ids, weighted or not). ONNX Runtime ignores LOGISTIC/SOFTMAX for a single target.
+//! * regressor: one output per target (`n_targets`, each leaf weight naming its target);
+//!   `SUM` → margin = base + Σ leaves; `AVERAGE` → base + Σ leaves / (number of tree ids,
+//!   weighted or not). ONNX Runtime ignores LOGISTIC/SOFTMAX for a single target and applies
+//!   them across the targets otherwise.
 //! * classifier: see [`classifier_outputs`] for how ONNX Runtime lays out binary scores.
 
 mod attrs;
 mod ensemble5;
+mod error;
 mod graph;
+mod pb;
 mod trees;
 
 #[cfg(test)]
 mod tests;
 
-use super::ReadError;
-use attrs::Attrs;
 use crate::ir::{Aggregate, FeatureDef, FeatureKind, Link, ModelIr, Node, SourceFormat, Task, Tree};
+use crate::readers::error::ReadError;
+use attrs::Attrs;
+use error::{malformed, unsupported};
+use graph::Kind;
+use prost::Message;
 use std::collections::HashSet;
-use tract_onnx::pb;
-use tract_onnx::tract_core::framework::Framework;
-use trees::{Mode, NodeTable, SkelNode, Skeleton, WeightTable};
-
-const FORMAT: &str = "onnx";
-const ML: &str = "ai.onnx.ml";
-
-fn malformed(detail: impl Into<String>) -> ReadError {
-    ReadError::malformed(FORMAT, detail)
-}
-
-fn unsupported(construct: impl Into<String>) -> ReadError {
-    ReadError::unsupported(FORMAT, construct, None)
-}
+use trees::{node_table, weight_table, SkelNode, Skeleton};
 
 pub fn read(bytes: &[u8]) -> Result<ModelIr, ReadError> {
-    let model = tract_onnx::Onnx::default()
-        .proto_model_for_read(&mut &bytes[..])
-        .map_err(|e| malformed(format!("cannot decode the ModelProto: {e:#}")))?;
+    let model = pb::ModelProto::decode(bytes).map_err(|e| malformed(format!("cannot decode the ModelProto: {e}")))?;
     from_proto(&model)
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
-    Classifier,
-    Regressor,
-    /// ai.onnx.ml opset 5 `TreeEnsemble`.
-    Ensemble5,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -84,14 +70,12 @@ fn from_proto(model: &pb::ModelProto) -> Result<ModelIr, ReadError> {
     let (skeletons, task, link, aggregate, base_score, trees, objective) = match kind {
         Kind::Regressor => {
             let n_targets = attrs.int("n_targets")?.ok_or_else(|| malformed(format!("{op} has no n_targets")))?;
-            if n_targets > 1 {
-                return Err(unsupported(format!("multi-output regressor (n_targets = {n_targets})")));
-            }
-            if n_targets < 1 {
-                return Err(malformed(format!("{op} has n_targets = {n_targets}")));
-            }
+            let n_targets = usize::try_from(n_targets)
+                .ok()
+                .filter(|&n| (1..=edgescore_core::MAX_OUTPUTS).contains(&n))
+                .ok_or_else(|| malformed(format!("{op} has n_targets = {n_targets}")))?;
             let agg_name = attrs.string("aggregate_function")?.unwrap_or_else(|| "SUM".into());
-            let weights = weight_table(&attrs, "target", 1)?;
+            let weights = weight_table(&attrs, "target", n_targets)?;
             let skeletons = trees::build(&table, &weights, n_features)?;
             let aggregate = match agg_name.as_str() {
                 "SUM" => Aggregate::Sum,
@@ -100,15 +84,16 @@ fn from_proto(model: &pb::ModelProto) -> Result<ModelIr, ReadError> {
                 "MIN" | "MAX" => return Err(unsupported(format!("aggregate_function {agg_name}"))),
                 other => return Err(unsupported(format!("aggregate_function {other:?}"))),
             };
-            let base_score = match base[..] {
-                [] => vec![0.0],
-                [b] => vec![b],
-                _ => return Err(malformed(format!("base_values has {} entries for 1 target", base.len()))),
+            let base_score = match base.len() {
+                0 => vec![0.0; n_targets],
+                n if n == n_targets => base.clone(),
+                n => return Err(malformed(format!("base_values has {n} entries for {n_targets} target(s)"))),
             };
-            let trees = ir_trees(&skeletons, Some);
-            let objective = format!("{op}/{agg_name}/{post_name}");
             // A single target's score is reported as is: ONNX Runtime applies no LOGISTIC/SOFTMAX.
-            (skeletons, Task::Regression, Link::Identity, aggregate, base_score, trees, objective)
+            let link = if n_targets == 1 { Link::Identity } else { link_of(post) };
+            let trees = if n_targets == 1 { ir_trees(&skeletons, Some) } else { target_trees(&skeletons, n_targets) };
+            let objective = format!("{op}/{agg_name}/{post_name}");
+            (skeletons, Task::Regression, link, aggregate, base_score, trees, objective)
         }
         Kind::Ensemble5 => unreachable!("read by ensemble5_model"),
         Kind::Classifier => {
@@ -295,26 +280,44 @@ fn ir_trees(skeletons: &[Skeleton], output_of: impl Fn(u32) -> Option<u32>) -> V
     for s in skeletons {
         for c in s.ids() {
             let Some(output) = output_of(c) else { continue };
-            let nodes = s
-                .nodes
-                .iter()
-                .map(|n| match n {
-                    SkelNode::Split { feature, test, missing_yes, yes, no } => Node::Split {
-                        feature: *feature,
-                        test: test.clone(),
-                        missing_yes: *missing_yes,
-                        yes: *yes,
-                        no: *no,
-                    },
-                    SkelNode::Leaf { weights } => Node::Leaf {
-                        value: weights.iter().filter(|(id, _)| *id == c).map(|(_, w)| w).sum(),
-                    },
-                })
-                .collect();
+            let nodes = s.nodes.iter().map(|n| ir_node(n, |weights| Node::Leaf { value: weight_of(weights, c) })).collect();
             out.push(Tree { output, nodes });
         }
     }
     out
+}
+
+/// A regressor's trees with several targets: a tree whose leaves carry weights for more than
+/// one target is one tree of vector leaves (a value per target, 0 where a leaf has no weight
+/// for it: ONNX Runtime adds nothing there), walked once per row for all its targets; a tree
+/// weighting a single target is a plain tree of that target's output.
+fn target_trees(skeletons: &[Skeleton], n_targets: usize) -> Vec<Tree> {
+    let mut out = Vec::new();
+    for s in skeletons {
+        if s.ids().len() <= 1 {
+            out.extend(ir_trees(std::slice::from_ref(s), Some));
+            continue;
+        }
+        let values = |weights: &[(u32, f64)]| (0..n_targets as u32).map(|t| weight_of(weights, t)).collect();
+        let nodes = s.nodes.iter().map(|n| ir_node(n, |weights| Node::VectorLeaf { values: values(weights) })).collect();
+        out.push(Tree { output: 0, nodes });
+    }
+    out
+}
+
+/// A leaf's weight for class or target `id` (its weights are summed per id; 0 without one).
+fn weight_of(weights: &[(u32, f64)], id: u32) -> f64 {
+    weights.iter().filter(|(i, _)| *i == id).map(|(_, w)| w).sum()
+}
+
+/// A skeleton node as an IR node, its leaf made by `leaf` from the leaf's weights.
+fn ir_node(n: &SkelNode, leaf: impl Fn(&[(u32, f64)]) -> Node) -> Node {
+    match n {
+        SkelNode::Split { feature, test, missing_yes, yes, no } => {
+            Node::Split { feature: *feature, test: test.clone(), missing_yes: *missing_yes, yes: *yes, no: *no }
+        }
+        SkelNode::Leaf { weights } => leaf(weights),
+    }
 }
 
 fn class_count(attrs: &Attrs) -> Result<usize, ReadError> {
@@ -325,68 +328,4 @@ fn class_count(attrs: &Attrs) -> Result<usize, ReadError> {
         (Some(_), Some(_)) => Err(malformed("classifier has both classlabels_int64s and classlabels_strings")),
         (None, None) => Err(malformed("classifier has no class labels (classlabels_int64s or classlabels_strings)")),
     }
-}
-
-fn required_ints<'a>(attrs: &Attrs<'a>, name: &str) -> Result<&'a [i64], ReadError> {
-    attrs.ints(name)?.ok_or_else(|| malformed(format!("missing attribute {name}")))
-}
-
-fn same_len(name: &str, len: usize, reference: &str, n: usize) -> Result<(), ReadError> {
-    if len == n {
-        Ok(())
-    } else {
-        Err(malformed(format!("{name} has {len} entries but {reference} has {n}")))
-    }
-}
-
-fn node_table<'a>(attrs: &Attrs<'a>) -> Result<NodeTable<'a>, ReadError> {
-    let tree_ids = required_ints(attrs, "nodes_treeids")?;
-    let n = tree_ids.len();
-    if n == 0 {
-        return Err(malformed("the ensemble has no nodes"));
-    }
-    let node_ids = required_ints(attrs, "nodes_nodeids")?;
-    let feature_ids = required_ints(attrs, "nodes_featureids")?;
-    let true_ids = required_ints(attrs, "nodes_truenodeids")?;
-    let false_ids = required_ints(attrs, "nodes_falsenodeids")?;
-    let mode_names = attrs.strings("nodes_modes")?.ok_or_else(|| malformed("missing attribute nodes_modes"))?;
-    let values = attrs.reals("nodes_values")?.ok_or_else(|| malformed("missing attribute nodes_values"))?;
-    let missing = attrs.ints("nodes_missing_value_tracks_true")?.unwrap_or_default();
-    for (name, len) in [
-        ("nodes_nodeids", node_ids.len()),
-        ("nodes_featureids", feature_ids.len()),
-        ("nodes_truenodeids", true_ids.len()),
-        ("nodes_falsenodeids", false_ids.len()),
-        ("nodes_modes", mode_names.len()),
-        ("nodes_values", values.len()),
-    ] {
-        same_len(name, len, "nodes_treeids", n)?;
-    }
-    if !missing.is_empty() {
-        same_len("nodes_missing_value_tracks_true", missing.len(), "nodes_treeids", n)?;
-    }
-    let mut modes = Vec::with_capacity(n);
-    for (i, name) in mode_names.iter().enumerate() {
-        let mode = Mode::parse(name).ok_or_else(|| {
-            let t = tree_ids.get(i).copied().unwrap_or_default();
-            let id = node_ids.get(i).copied().unwrap_or_default();
-            unsupported(format!("tree {t} node {id}: node mode {name:?}"))
-        })?;
-        modes.push(mode);
-    }
-    let missing_true = if missing.is_empty() { vec![false; n] } else { missing.iter().map(|&m| m != 0).collect() };
-    Ok(NodeTable { tree_ids, node_ids, feature_ids, modes, values, true_ids, false_ids, missing_true })
-}
-
-fn weight_table<'a>(attrs: &Attrs<'a>, kind: &'static str, n_ids: usize) -> Result<WeightTable<'a>, ReadError> {
-    let name = |field: &str| format!("{kind}_{field}");
-    let tree_ids = attrs.ints(&name("treeids"))?.unwrap_or_default();
-    let node_ids = attrs.ints(&name("nodeids"))?.unwrap_or_default();
-    let ids = attrs.ints(&name("ids"))?.unwrap_or_default();
-    let values = attrs.reals(&name("weights"))?.unwrap_or_default();
-    let n = tree_ids.len();
-    same_len(&name("nodeids"), node_ids.len(), &name("treeids"), n)?;
-    same_len(&name("ids"), ids.len(), &name("treeids"), n)?;
-    same_len(&name("weights"), values.len(), &name("treeids"), n)?;
-    Ok(WeightTable { kind, tree_ids, node_ids, ids, values, n_ids })
 }

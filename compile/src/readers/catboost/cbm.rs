@@ -13,19 +13,14 @@
 //! Field slots are the schema's field order; `TModelTrees` (formerly `TObliviousTrees`) gained
 //! `Scale` (14), `Bias` (15) and `MultiBias` (16) after `EstimatedFeatures` (13).
 
-use super::catboost::{CatFeature, FeaturesInfo, FloatFeature, Model, ObliviousTree, Split};
-use super::catboost_ctr::{self, CtrJson, Element, Entries};
+use super::ctr::{self, CtrJson, Element, Entries};
+use super::document::{CatFeature, FeaturesInfo, FloatFeature, Model, ObliviousTree, Split};
+use super::error::{malformed, unsupported};
 use super::flatbuf::{self, f32s, i32s, Table};
-use super::ReadError;
+use crate::readers::error::ReadError;
 use rayon::prelude::*;
 use serde_json::{Map, Value};
 use std::collections::HashMap;
-
-const FORMAT: &str = "catboost";
-
-fn malformed(detail: impl Into<String>) -> ReadError {
-    ReadError::malformed(FORMAT, detail)
-}
 
 fn fb(e: flatbuf::FbError) -> ReadError {
     malformed(format!("damaged .cbm FlatBuffer: {e}"))
@@ -79,7 +74,7 @@ fn ctr_base(t: &Table) -> Result<(Vec<Element>, String, String), ReadError> {
 }
 
 /// One `TCtrValueTable` → (identifier, the `ctr_data` entry CatBoost's JSON export writes).
-fn value_table(buf: &[u8]) -> Result<(String, catboost_ctr::Table), ReadError> {
+fn value_table(buf: &[u8]) -> Result<(String, ctr::Table), ReadError> {
     let t = flatbuf::root(buf).map_err(fb)?;
     let base = t.table(0).map_err(fb)?.ok_or_else(|| malformed("CTR table without its CTR"))?;
     let (_, kind, identifier) = ctr_base(&base)?;
@@ -112,7 +107,7 @@ fn value_table(buf: &[u8]) -> Result<(String, catboost_ctr::Table), ReadError> {
         words.extend(blob[4 * row * counters..4 * (row + 1) * counters].chunks_exact(4).map(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]])));
     }
     let hash_map = Entries::Packed { keys, counters: words };
-    Ok((identifier, catboost_ctr::Table { counter_denominator: denominator as i64, hash_map, hash_stride: stride }))
+    Ok((identifier, ctr::Table { counter_denominator: denominator as i64, hash_map, hash_stride: stride }))
 }
 
 /// The `.cbm` file as the model CatBoost's JSON export describes.
@@ -122,7 +117,7 @@ pub(super) fn to_model(bytes: &[u8]) -> Result<Model, ReadError> {
     let mut tables = Vec::new();
     for part in &root.strings(3).map_err(fb)? {
         if part != "static_provider_v1" {
-            return Err(ReadError::unsupported(FORMAT, format!("model part {part:?} in a .cbm file"), None));
+            return Err(unsupported(format!("model part {part:?} in a .cbm file"), None));
         }
         let count = bytes.get(at..at + 4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize);
         let count = count.ok_or_else(|| malformed(".cbm truncated before the CTR tables"))?;
@@ -138,7 +133,7 @@ pub(super) fn to_model(bytes: &[u8]) -> Result<Model, ReadError> {
     // first error in file order is reported.
     let (model, decoded) = rayon::join(
         || structure(&root),
-        || tables.par_iter().map(|t| value_table(t)).collect::<Vec<Result<(String, catboost_ctr::Table), ReadError>>>(),
+        || tables.par_iter().map(|t| value_table(t)).collect::<Vec<Result<(String, ctr::Table), ReadError>>>(),
     );
     let mut model = model?;
     model.ctr_data = Some(decoded.into_iter().collect::<Result<HashMap<_, _>, _>>()?);
@@ -160,7 +155,7 @@ fn structure(root: &Table) -> Result<Model, ReadError> {
 
     for (slot, what) in [(10, "non-symmetric trees (grow_policy Depthwise or Lossguide)"), (12, "CatBoost text features"), (13, "CatBoost estimated features"), (18, "CatBoost embedding features")] {
         if !trees.words(slot, 1).map_err(fb)?.is_empty() {
-            return Err(ReadError::unsupported(FORMAT, what, None));
+            return Err(unsupported(what, None));
         }
     }
     let dimension = trees.i32(0, 1).map_err(fb)?.max(1);
@@ -188,7 +183,7 @@ fn structure(root: &Table) -> Result<Model, ReadError> {
         let index = o.i32(0, -1).map_err(fb)?;
         let values = i32s(&o.words(1, 1).map_err(fb)?);
         if !o.strings(2).map_err(fb)?.is_empty() && values.is_empty() {
-            return Err(ReadError::unsupported(FORMAT, "one-hot features stored as strings", None));
+            return Err(unsupported("one-hot features stored as strings", None));
         }
         for &v in &values {
             binary.push(Split { cat_feature_index: u32::try_from(index).ok(), value: Some(v as i64), ..split("OneHotFeature") });

@@ -7,7 +7,9 @@
 //! node's set to the RIGHT, and invalid categories (negative, beyond the set) to the left.
 //! `base_score` is stored in output space and converted to a margin per objective.
 
-use super::ReadError;
+mod ubjson;
+
+use crate::readers::error::ReadError;
 use crate::ir::{Aggregate, FeatureDef, FeatureKind, Link, ModelIr, Node, SourceFormat, Task, Test, Tree};
 use rayon::prelude::*;
 use serde::Deserialize;
@@ -43,7 +45,7 @@ struct Learner<'a> {
 #[derive(Deserialize)]
 struct Booster<'a> {
     name: String,
-    /// gbtree
+    /// gbtree (gblinear's `model` holds `weights` instead: refused by name, see `read`)
     #[serde(borrow, default)]
     model: Option<TreeModel<'a>>,
     /// dart: the trees, and one weight per tree
@@ -59,11 +61,14 @@ struct DartTrees<'a> {
     model: TreeModel<'a>,
 }
 
+/// Optional fields so that a `gblinear` booster's `model` (no trees) deserializes and is refused
+/// by its name, not as a missing field.
 #[derive(Deserialize)]
 struct TreeModel<'a> {
-    #[serde(borrow)]
-    trees: Vec<TreeSource<'a>>,
-    tree_info: Vec<i64>,
+    #[serde(borrow, default)]
+    trees: Option<Vec<TreeSource<'a>>>,
+    #[serde(default)]
+    tree_info: Option<Vec<i64>>,
 }
 
 #[derive(Deserialize)]
@@ -174,7 +179,7 @@ impl<'de: 'a, 'a> Deserialize<'de> for F32s<'a> {
                 Ok(F32s::Values(out))
             }
         }
-        d.deserialize_newtype_struct(super::ubjson::F32_ARRAY, V(std::marker::PhantomData))
+        d.deserialize_newtype_struct(ubjson::F32_ARRAY, V(std::marker::PhantomData))
     }
 }
 
@@ -201,11 +206,11 @@ impl<'de: 'a, 'a> Deserialize<'de> for TreeSource<'a> {
                 Ok(TreeSource::Ubjson(bytes))
             }
         }
-        d.deserialize_newtype_struct(super::ubjson::SPAN, V(std::marker::PhantomData))
+        d.deserialize_newtype_struct(ubjson::SPAN, V(std::marker::PhantomData))
     }
 }
 
-fn ubjson_error(e: super::ubjson::Error) -> ReadError {
+fn ubjson_error(e: ubjson::Error) -> ReadError {
     match e.schema {
         true => malformed(format!("not an XGBoost UBJSON model: {e}")),
         false => malformed(format!("damaged UBJSON: {e}")),
@@ -299,12 +304,17 @@ fn objective(name: &str) -> Result<Objective, ReadError> {
     })
 }
 
-pub fn read(bytes: &[u8]) -> Result<ModelIr, ReadError> {
-    let doc: Document = if is_ubjson(bytes) {
-        super::ubjson::from_slice(bytes).map_err(ubjson_error)?
+/// A JSON or UBJSON model file as the typed document `T` (the reader's, or `gain`'s).
+pub(super) fn deserialize<'a, T: Deserialize<'a>>(bytes: &'a [u8]) -> Result<T, ReadError> {
+    if is_ubjson(bytes) {
+        ubjson::from_slice(bytes).map_err(ubjson_error)
     } else {
-        serde_json::from_slice(bytes).map_err(|e| malformed(format!("not an XGBoost JSON model: {e}")))?
-    };
+        serde_json::from_slice(bytes).map_err(|e| malformed(format!("not an XGBoost JSON model: {e}")))
+    }
+}
+
+pub fn read(bytes: &[u8]) -> Result<ModelIr, ReadError> {
+    let doc: Document = deserialize(bytes)?;
     let learner = doc.learner;
     let booster = learner.gradient_booster;
     let (model, weights) = match booster.name.as_str() {
@@ -314,8 +324,17 @@ pub fn read(bytes: &[u8]) -> Result<ModelIr, ReadError> {
             let w = booster.weight_drop.ok_or_else(|| malformed("dart booster without weight_drop"))?;
             (trees.model, Some(w))
         }
-        other => return Err(ReadError::unsupported(FORMAT, format!("booster {other:?} (only tree boosters compile)"), None)),
+        "gblinear" => {
+            return Err(ReadError::unsupported(
+                FORMAT,
+                "booster `gblinear` (a linear model, not a tree ensemble: edgescore compiles gbtree and dart)",
+                None,
+            ))
+        }
+        other => return Err(ReadError::unsupported(FORMAT, format!("booster `{other}` (edgescore compiles gbtree and dart)"), None)),
     };
+    let trees = model.trees.ok_or_else(|| malformed("the booster's model has no `trees`"))?;
+    let tree_info = model.tree_info.ok_or_else(|| malformed("the booster's model has no `tree_info`"))?;
     let obj_name = learner.objective.name.as_str();
     let obj = objective(obj_name)?;
     let params = &learner.learner_model_param;
@@ -336,11 +355,11 @@ pub fn read(bytes: &[u8]) -> Result<ModelIr, ReadError> {
         n if n == n_outputs => base.iter().map(|&b| (obj.base_to_margin)(b)).collect(),
         n => return Err(malformed(format!("base_score has {n} values for {n_outputs} outputs"))),
     };
-    if model.tree_info.len() != model.trees.len() {
+    if tree_info.len() != trees.len() {
         return Err(malformed("tree_info and trees differ in length"));
     }
     if let Some(w) = &weights {
-        if w.len() != model.trees.len() {
+        if w.len() != trees.len() {
             return Err(malformed("weight_drop and trees differ in length"));
         }
     }
@@ -348,8 +367,7 @@ pub fn read(bytes: &[u8]) -> Result<ModelIr, ReadError> {
     let mut max_category = vec![None::<u32>; n_features];
 
     // Trees are independent: read on every core; the first error in tree order is reported.
-    let read: Vec<Result<(Tree, Vec<(usize, u32)>), ReadError>> = model
-        .trees
+    let read: Vec<Result<(Tree, Vec<(usize, u32)>), ReadError>> = trees
         .par_iter()
         .enumerate()
         .map(|(t, source)| {
@@ -357,11 +375,11 @@ pub fn read(bytes: &[u8]) -> Result<ModelIr, ReadError> {
             let tj = match source {
                 TreeSource::Read(tj) => &**tj,
                 TreeSource::Ubjson(span) => {
-                    decoded = super::ubjson::from_span::<TreeJson>(bytes, span).map_err(ubjson_error)?;
+                    decoded = ubjson::from_span::<TreeJson>(bytes, span).map_err(ubjson_error)?;
                     &decoded
                 }
             };
-            let output = model.tree_info[t];
+            let output = tree_info[t];
             if output < 0 || output as usize >= n_outputs {
                 return Err(malformed(format!("tree {t}: output {output} of {n_outputs}")));
             }
@@ -510,4 +528,26 @@ fn read_tree(tj: &TreeJson, t: usize, n_features: usize, weight: f64) -> Result<
         nodes.push(node);
     }
     Ok((nodes, max_category))
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::readers::{detect, Format};
+
+    /// A gblinear booster saved by XGBoost (`tests/gen_objective_fixtures.py`), as JSON and as
+    /// UBJSON, is refused by name, not as a tree model missing its trees.
+    #[test]
+    fn a_linear_booster_is_refused_by_name() {
+        let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/models/xgb_gblinear_refuse");
+        for file in ["model.json", "model.ubj"] {
+            let bytes = std::fs::read(dir.join(file)).unwrap();
+            assert_eq!(detect(&bytes).unwrap(), Format::Xgboost, "{file}");
+            let err = super::read(&bytes).err().unwrap_or_else(|| panic!("{file} compiled")).to_string();
+            assert_eq!(
+                err,
+                "unsupported in XGBoost model: booster `gblinear` (a linear model, not a tree ensemble: edgescore compiles gbtree and dart)",
+                "{file}"
+            );
+        }
+    }
 }

@@ -17,17 +17,12 @@
 //! The compiler evaluates `Calc` for every table entry here, in f32 as CatBoost does, so the
 //! evaluator only hashes and looks up.
 
-use super::ReadError;
+use super::error::{malformed, unsupported};
 use crate::ir::{ctr_part, CtrDef, CtrPart};
+use crate::readers::error::ReadError;
 use rayon::prelude::*;
 use serde::Deserialize;
 use std::collections::HashMap;
-
-const FORMAT: &str = "catboost";
-
-fn malformed(detail: impl Into<String>) -> ReadError {
-    ReadError::malformed(FORMAT, detail)
-}
 
 #[derive(Deserialize)]
 pub(super) struct CtrJson {
@@ -273,7 +268,7 @@ fn read_one(i: usize, c: &CtrJson, data: &HashMap<String, Table>, inputs: &Input
                 floats.push(CtrPart { kind, feature, value: border.to_bits(), reserved: 0 });
             }
             other => {
-                return Err(ReadError::unsupported(FORMAT, format!("CTR projection element `{other}` (CTR {i})"), None));
+                return Err(unsupported(format!("CTR projection element `{other}` (CTR {i})"), None));
             }
         }
     }
@@ -295,7 +290,7 @@ fn read_one(i: usize, c: &CtrJson, data: &HashMap<String, Table>, inputs: &Input
         "Buckets" => Kind::Buckets,
         "Counter" | "FeatureFreq" => Kind::Counter,
         "BinarizedTargetMeanValue" | "FloatTargetMeanValue" => Kind::Mean,
-        other => return Err(ReadError::unsupported(FORMAT, format!("CTR type `{other}` (CTR {i})"), None)),
+        other => return Err(unsupported(format!("CTR type `{other}` (CTR {i})"), None)),
     };
     match kind {
         Kind::TwoClassBorders | Kind::Borders | Kind::Buckets if target_border >= classes => {
