@@ -4,6 +4,7 @@
 
 use crate::action::ActionKind;
 pub use crate::config::text::{BodyKind, Combine, TextConfig};
+use crate::config::text::LabelRule;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 
@@ -189,12 +190,12 @@ pub struct TextVerdict {
 }
 
 impl TextVerdict {
-    /// The strongest action the service's label probabilities trigger, and the label.
+    /// The strongest action among the labels [`Self::crossed`] counts, and the label (the
+    /// first in name order among equals; `Allow` and none when no label crossed).
     pub fn decide(&self, cfg: &TextConfig) -> (ActionKind, Option<String>) {
         let mut best = (ActionKind::Allow, None);
-        for (label, rule) in &cfg.labels {
-            let p = self.labels.get(label).copied().unwrap_or(0.0);
-            if p >= rule.threshold && (rule.action > best.0 || best.1.is_none()) {
+        for (_, label, rule) in self.crossed_rules(cfg) {
+            if rule.action > best.0 || best.1.is_none() {
                 best = (rule.action, Some(label.clone()));
             }
         }
@@ -203,11 +204,17 @@ impl TextVerdict {
 
     /// Indices (in `labels` order) of the labels whose probability reached their threshold.
     pub fn crossed<'a>(&'a self, cfg: &'a TextConfig) -> impl Iterator<Item = usize> + 'a {
+        self.crossed_rules(cfg).map(|(i, _, _)| i)
+    }
+
+    /// The configured labels whose probability in the verdict reached their threshold, with
+    /// their index. A label the service did not report crosses none, whatever its threshold.
+    fn crossed_rules<'a>(&'a self, cfg: &'a TextConfig) -> impl Iterator<Item = (usize, &'a String, &'a LabelRule)> + 'a {
         cfg.labels
             .iter()
             .enumerate()
             .filter(|(_, (label, rule))| self.labels.get(*label).is_some_and(|p| *p >= rule.threshold))
-            .map(|(i, _)| i)
+            .map(|(i, (label, rule))| (i, label, rule))
     }
 
     pub fn parse(body: &[u8]) -> Option<TextVerdict> {
@@ -293,5 +300,18 @@ mod tests {
         let v = TextVerdict::parse(br#"{"score":0.1,"label":"ok","labels":{"ok":0.9}}"#).unwrap();
         assert_eq!(v.decide(&c), (ActionKind::Allow, None));
         assert!(TextVerdict::parse(b"<html>").is_none());
+    }
+
+    #[test]
+    fn a_label_the_service_did_not_report_crosses_no_threshold() {
+        // fuzz/crashes/text-absent-label-decides: a threshold of 0 or below used to apply to a
+        // label missing from the answer (read as 0), in the decision but not in `crossed`.
+        let c: TextConfig = serde_json::from_str(r#"{"cluster":"nlp","labels":{"toxic":{"threshold":0,"action":"block"},"ok":{"threshold":-1}}}"#).unwrap();
+        let v = TextVerdict::parse(br#"{"score":0.2,"label":"spam","labels":{"spam":0.2}}"#).unwrap();
+        assert_eq!(v.crossed(&c).count(), 0);
+        assert_eq!(v.decide(&c), (ActionKind::Allow, None));
+        let v = TextVerdict::parse(br#"{"score":0.0,"label":"toxic","labels":{"toxic":0.0}}"#).unwrap();
+        assert_eq!(v.crossed(&c).collect::<Vec<_>>(), vec![1]);
+        assert_eq!(v.decide(&c), (ActionKind::Block, Some("toxic".into())));
     }
 }
