@@ -152,6 +152,12 @@ fn json_string(body: &[u8], mut i: usize) -> (String, usize, bool) {
                     b'u' => {
                         let Some(hi) = hex4(i) else { break };
                         i += 4;
+                        // A pair cut by the end of the body (`\ud83d`, `\ud83d\ude`): the high half
+                        // is dropped like a character cut in two, not read as a lone U+FFFD.
+                        let rest = &body[i..];
+                        if (0xd800..0xdc00).contains(&hi) && rest.len() < 6 && rest.iter().zip(b"\\uXXXX").all(|(&b, &p)| if p == b'X' { b.is_ascii_hexdigit() } else { b == p }) {
+                            break;
+                        }
                         if (0xd800..0xdc00).contains(&hi) && body.get(i..i + 2) == Some(b"\\u") {
                             match hex4(i + 2) {
                                 Some(lo) if (0xdc00..0xe000).contains(&lo) => {
@@ -288,6 +294,21 @@ mod tests {
         assert_eq!(extract(&c, BodyKind::Json, br#"{"text": "hello wor"#), "hello wor");
         assert_eq!(extract(&c, BodyKind::Json, br#"{"nested": {"text": "no"}, "tex"#), "");
         assert_eq!(extract(&c, BodyKind::Json, br#"[{"text": "not top level"}"#), "");
+    }
+
+    #[test]
+    fn a_surrogate_pair_cut_in_two_is_dropped() {
+        // fuzz/crashes/text-cut-surrogate-pair: a body cut between (or inside) the two
+        // escapes of a pair gave a U+FFFD that the whole body does not have.
+        let c = cfg();
+        let whole = br#"{"text": "a\ud83d\ude00", "n": 1}"#;
+        assert_eq!(extract(&c, BodyKind::Json, whole), "a\u{1f600}");
+        for cut in 0..whole.len() {
+            let text = extract(&c, BodyKind::Json, &whole[..cut]);
+            assert!("a\u{1f600}".starts_with(&text), "cut at {cut}: {text:?}");
+        }
+        // A lone high half inside the body is still a U+FFFD.
+        assert_eq!(extract(&c, BodyKind::Json, br#"{"text": "a\ud83d"}"#), "a\u{fffd}");
     }
 
     #[test]
