@@ -45,12 +45,19 @@ pub fn extract(cfg: &TextConfig, kind: BodyKind, body: &[u8]) -> String {
     }
 }
 
-/// `body` without a UTF-8 sequence cut off at its end (a body truncated at `max_body_bytes`).
+/// `body` without a UTF-8 sequence cut off at its end (a body truncated at `max_body_bytes`),
+/// whatever invalid bytes come before it (those are read as U+FFFD).
 fn without_cut_char(body: &[u8]) -> &[u8] {
-    match std::str::from_utf8(body) {
-        Err(e) if e.error_len().is_none() => &body[..e.valid_up_to()],
-        _ => body,
+    // A cut sequence starts in the last 3 bytes: the start from which the rest is an
+    // unfinished character.
+    for start in body.len().saturating_sub(3)..body.len() {
+        if let Err(e) = std::str::from_utf8(&body[start..]) {
+            if e.valid_up_to() == 0 && e.error_len().is_none() {
+                return &body[..start];
+            }
+        }
     }
+    body
 }
 
 /// The string values at the `fields` paths of a JSON document that may be cut short (or is
@@ -275,6 +282,12 @@ mod tests {
         assert_eq!(extract(&c, BodyKind::Plain, b"caf\xc3\xa9 \xff"), "caf\u{e9} \u{fffd}");
         // Cut inside a character (max_body_bytes): the partial character is dropped.
         assert_eq!(extract(&c, BodyKind::Plain, b"caf\xc3"), "caf");
+        // Also after an invalid byte (fuzz/crashes/text-cut-char-after-invalid: it was read as
+        // a second U+FFFD), and in a JSON string.
+        assert_eq!(extract(&c, BodyKind::Plain, b"\xff\xcc"), "\u{fffd}");
+        assert_eq!(extract(&c, BodyKind::Plain, b"\xffcaf\xf0\x9f\x98"), "\u{fffd}caf");
+        assert_eq!(extract(&c, BodyKind::Json, b"{\"text\": \"\xff\xcc"), "\u{fffd}");
+        assert_eq!(extract(&c, BodyKind::Plain, b"\xff\xcc\xa8"), "\u{fffd}\u{328}");
     }
 
     #[test]
