@@ -93,6 +93,7 @@ test: toolchain venv system-tools
 	python3 -m demo.registry --cli $(EDGESCORE_DEBUG)
 	$(CARGO) test --workspace
 	EDGESCORE_BIN=$(CURDIR)/$(EDGESCORE_DEBUG) EDGESCORE_REQUIRE_BUILD=1 $(PY) -m pytest -q tests benches/shapes/test_report.py
+	$(MAKE) --no-print-directory fuzz-smoke
 
 # docs/images/model-report.png (README.md, `edgescore inspect --html`): the bot model's report on
 # synthetic traffic, rendered by headless Chromium.
@@ -143,7 +144,25 @@ bench-shapes: toolchain venv
 	$(PY) -m benches.shapes.run $(SHAPES_ARGS)
 
 fuzz:
-	cd fuzz && $(CARGO) +nightly fuzz run artifact -- -max_total_time=$${SECONDS_TO_FUZZ:-300}
+	cd fuzz && $(CARGO) fuzz run artifact -- -max_total_time=$${SECONDS_TO_FUZZ:-300}
+
+# `make test`'s fuzzing step: builds every fuzz target (fuzz/README.md; AddressSanitizer and
+# debug assertions on) and runs each for FUZZ_SMOKE_SECONDS over its seeds (new inputs go to
+# fuzz/corpus/, not in git); fails on any finding, whose input libFuzzer writes under
+# fuzz/artifacts/. Installs the nightly fuzz/rust-toolchain.toml pins, and cargo-fuzz, on first use.
+FUZZ_SMOKE_SECONDS ?= 20
+FUZZ_SMOKE_TARGETS := artifact:seeds artifact_mutated ir_roundtrip config:seeds-config registry:seeds-registry features:seeds-features text
+.PHONY: fuzz-smoke
+fuzz-smoke:
+	@nightly=$$(sed -n 's/^channel = "\(.*\)"/\1/p' fuzz/rust-toolchain.toml); \
+	  rustup toolchain list | grep -q "^$$nightly-" || rustup toolchain install $$nightly --profile minimal
+	@command -v cargo-fuzz >/dev/null || $(CARGO) install cargo-fuzz --locked
+	cd fuzz && $(CARGO) fuzz build
+	@mkdir -p target/fuzz-smoke; cd fuzz && for t in $(FUZZ_SMOKE_TARGETS); do name=$${t%%:*}; seeds=$${t#$$name}; \
+	  mkdir -p corpus/$$name; log=../target/fuzz-smoke/$$name.log; \
+	  $(CARGO) fuzz run $$name corpus/$$name $${seeds#:} -- -max_total_time=$(FUZZ_SMOKE_SECONDS) -timeout=60 -print_final_stats=1 >$$log 2>&1 \
+	    || { tail -n 40 $$log; echo "fuzz-smoke: $$name failed (log: target/fuzz-smoke/$$name.log; a finding's input is under fuzz/artifacts/$$name/)"; exit 1; }; \
+	  echo "fuzz-smoke: $$name: $$(grep -o 'stat::number_of_executed_units: *[0-9]*' $$log | grep -o '[0-9]*$$') runs, no finding"; done
 
 # The whole edge path (Envoy, filter, registry, Ray NLP service) under constant load for
 # SOAK_MINUTES (10) while the NLP service is killed and slowed and models are republished, a bad

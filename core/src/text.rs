@@ -3,7 +3,7 @@
 //! does the buffering and the call; `decision` combines the verdict with the tree decision.
 
 use crate::action::ActionKind;
-use crate::config::text::{BodyKind, TextConfig};
+use crate::config::text::{BodyKind, LabelRule, TextConfig};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 
@@ -44,12 +44,19 @@ pub fn extract(cfg: &TextConfig, kind: BodyKind, body: &[u8]) -> String {
     }
 }
 
-/// `body` without a UTF-8 sequence cut off at its end (a body truncated at `max_body_bytes`).
+/// `body` without a UTF-8 sequence cut off at its end (a body truncated at `max_body_bytes`),
+/// whatever invalid bytes come before it (those are read as U+FFFD).
 fn without_cut_char(body: &[u8]) -> &[u8] {
-    match std::str::from_utf8(body) {
-        Err(e) if e.error_len().is_none() => &body[..e.valid_up_to()],
-        _ => body,
+    // A cut sequence starts in the last 3 bytes: the start from which the rest is an
+    // unfinished character.
+    for start in body.len().saturating_sub(3)..body.len() {
+        if let Err(e) = std::str::from_utf8(&body[start..]) {
+            if e.valid_up_to() == 0 && e.error_len().is_none() {
+                return &body[..start];
+            }
+        }
     }
+    body
 }
 
 /// The string values at the `fields` paths of a JSON document that may be cut short (or is
@@ -151,6 +158,12 @@ fn json_string(body: &[u8], mut i: usize) -> (String, usize, bool) {
                     b'u' => {
                         let Some(hi) = hex4(i) else { break };
                         i += 4;
+                        // A pair cut by the end of the body (`\ud83d`, `\ud83d\ude`): the high half
+                        // is dropped like a character cut in two, not read as a lone U+FFFD.
+                        let rest = &body[i..];
+                        if (0xd800..0xdc00).contains(&hi) && rest.len() < 6 && rest.iter().zip(b"\\uXXXX").all(|(&b, &p)| if p == b'X' { b.is_ascii_hexdigit() } else { b == p }) {
+                            break;
+                        }
                         if (0xd800..0xdc00).contains(&hi) && body.get(i..i + 2) == Some(b"\\u") {
                             match hex4(i + 2) {
                                 Some(lo) if (0xdc00..0xe000).contains(&lo) => {
@@ -189,12 +202,12 @@ pub struct TextVerdict {
 }
 
 impl TextVerdict {
-    /// The strongest action the service's label probabilities trigger, and the label.
+    /// The strongest action among the labels [`Self::crossed`] counts, and the label (the
+    /// first in name order among equals; `Allow` and none when no label crossed).
     pub fn decide(&self, cfg: &TextConfig) -> (ActionKind, Option<String>) {
         let mut best = (ActionKind::Allow, None);
-        for (label, rule) in &cfg.labels {
-            let p = self.labels.get(label).copied().unwrap_or(0.0);
-            if p >= rule.threshold && (rule.action > best.0 || best.1.is_none()) {
+        for (_, label, rule) in self.crossed_rules(cfg) {
+            if rule.action > best.0 || best.1.is_none() {
                 best = (rule.action, Some(label.clone()));
             }
         }
@@ -203,11 +216,17 @@ impl TextVerdict {
 
     /// Indices (in `labels` order) of the labels whose probability reached their threshold.
     pub fn crossed<'a>(&'a self, cfg: &'a TextConfig) -> impl Iterator<Item = usize> + 'a {
+        self.crossed_rules(cfg).map(|(i, _, _)| i)
+    }
+
+    /// The configured labels whose probability in the verdict reached their threshold, with
+    /// their index. A label the service did not report crosses none, whatever its threshold.
+    fn crossed_rules<'a>(&'a self, cfg: &'a TextConfig) -> impl Iterator<Item = (usize, &'a String, &'a LabelRule)> + 'a {
         cfg.labels
             .iter()
             .enumerate()
             .filter(|(_, (label, rule))| self.labels.get(*label).is_some_and(|p| *p >= rule.threshold))
-            .map(|(i, _)| i)
+            .map(|(i, (label, rule))| (i, label, rule))
     }
 
     pub fn parse(body: &[u8]) -> Option<TextVerdict> {
@@ -262,6 +281,12 @@ mod tests {
         assert_eq!(extract(&c, BodyKind::Plain, b"caf\xc3\xa9 \xff"), "caf\u{e9} \u{fffd}");
         // Cut inside a character (max_body_bytes): the partial character is dropped.
         assert_eq!(extract(&c, BodyKind::Plain, b"caf\xc3"), "caf");
+        // Also after an invalid byte (fuzz/crashes/text-cut-char-after-invalid: it was read as
+        // a second U+FFFD), and in a JSON string.
+        assert_eq!(extract(&c, BodyKind::Plain, b"\xff\xcc"), "\u{fffd}");
+        assert_eq!(extract(&c, BodyKind::Plain, b"\xffcaf\xf0\x9f\x98"), "\u{fffd}caf");
+        assert_eq!(extract(&c, BodyKind::Json, b"{\"text\": \"\xff\xcc"), "\u{fffd}");
+        assert_eq!(extract(&c, BodyKind::Plain, b"\xff\xcc\xa8"), "\u{fffd}\u{328}");
     }
 
     #[test]
@@ -284,6 +309,21 @@ mod tests {
     }
 
     #[test]
+    fn a_surrogate_pair_cut_in_two_is_dropped() {
+        // fuzz/crashes/text-cut-surrogate-pair: a body cut between (or inside) the two
+        // escapes of a pair gave a U+FFFD that the whole body does not have.
+        let c = cfg();
+        let whole = br#"{"text": "a\ud83d\ude00", "n": 1}"#;
+        assert_eq!(extract(&c, BodyKind::Json, whole), "a\u{1f600}");
+        for cut in 0..whole.len() {
+            let text = extract(&c, BodyKind::Json, &whole[..cut]);
+            assert!("a\u{1f600}".starts_with(&text), "cut at {cut}: {text:?}");
+        }
+        // A lone high half inside the body is still a U+FFFD.
+        assert_eq!(extract(&c, BodyKind::Json, br#"{"text": "a\ud83d"}"#), "a\u{fffd}");
+    }
+
+    #[test]
     fn verdicts() {
         let c = cfg();
         let v = TextVerdict::parse(br#"{"score":0.95,"label":"toxic","labels":{"toxic":0.9,"spam":0.85,"ok":0.05},"model":"m@1"}"#).unwrap();
@@ -293,5 +333,18 @@ mod tests {
         let v = TextVerdict::parse(br#"{"score":0.1,"label":"ok","labels":{"ok":0.9}}"#).unwrap();
         assert_eq!(v.decide(&c), (ActionKind::Allow, None));
         assert!(TextVerdict::parse(b"<html>").is_none());
+    }
+
+    #[test]
+    fn a_label_the_service_did_not_report_crosses_no_threshold() {
+        // fuzz/crashes/text-absent-label-decides: a threshold of 0 or below used to apply to a
+        // label missing from the answer (read as 0), in the decision but not in `crossed`.
+        let c: TextConfig = serde_json::from_str(r#"{"cluster":"nlp","labels":{"toxic":{"threshold":0,"action":"block"},"ok":{"threshold":-1}}}"#).unwrap();
+        let v = TextVerdict::parse(br#"{"score":0.2,"label":"spam","labels":{"spam":0.2}}"#).unwrap();
+        assert_eq!(v.crossed(&c).count(), 0);
+        assert_eq!(v.decide(&c), (ActionKind::Allow, None));
+        let v = TextVerdict::parse(br#"{"score":0.0,"label":"toxic","labels":{"toxic":0.0}}"#).unwrap();
+        assert_eq!(v.crossed(&c).collect::<Vec<_>>(), vec![1]);
+        assert_eq!(v.decide(&c), (ActionKind::Block, Some("toxic".into())));
     }
 }

@@ -16,23 +16,28 @@ use edgescore_fuzz::mutate::{self, Fixups, Layout, Mutation};
 use edgescore_fuzz::oracle;
 use libfuzzer_sys::fuzz_target;
 
-const REAL: [&[u8]; 7] = [
+const REAL: [&[u8]; 10] = [
     include_bytes!("../seeds/xgb_categorical.esm"),
     include_bytes!("../seeds/lgb_zero_missing.esm"),
+    // Format 3: oblivious trees (with CTR features in the second).
     include_bytes!("../seeds/catboost_multiclass.esm"),
-    // Format 2: CTR features, vector leaves, linear leaves, membership splits.
     include_bytes!("../seeds/catboost_ctr_binary.esm"),
+    // Format 2: vector leaves, linear leaves, membership splits.
     include_bytes!("../seeds/xgb_vector_multiclass.esm"),
     include_bytes!("../seeds/lgb_linear.esm"),
     include_bytes!("../seeds/onnx5_member_logistic.esm"),
+    // Format 4: NaN-low columns (node trees; oblivious trees). Format 5: zero-as-missing columns.
+    include_bytes!("../seeds/xgb_nan_low.esm"),
+    include_bytes!("../seeds/catboost_nan_low.esm"),
+    include_bytes!("../seeds/lgb_zero_columns.esm"),
 ];
 
 fuzz_target!(|data: &[u8]| {
     let mut u = Unstructured::new(data);
-    let Ok(choice) = u.int_in_range(0u8..=19) else { return };
-    let mut bytes = match choice {
-        0..=6 => REAL[choice as usize].to_vec(),
-        _ => {
+    let Ok(choice) = u.int_in_range(0usize..=REAL.len() + 14) else { return };
+    let mut bytes = match REAL.get(choice) {
+        Some(real) => real.to_vec(),
+        None => {
             let Ok(ir) = gen::model(&mut u, Cfg { allow_bad: false }) else { return };
             match write(&ir) {
                 Ok(b) => b,
@@ -44,7 +49,7 @@ fuzz_target!(|data: &[u8]| {
     // embedded real models are skipped if they predate a layout change (regenerate the seeds).
     match Model::load(&bytes) {
         Ok(_) => {}
-        Err(e) if choice <= 2 => {
+        Err(e) if choice < REAL.len() => {
             debug_assert!(false, "embedded seed {choice} no longer loads ({e}): regenerate fuzz/seeds");
             return;
         }

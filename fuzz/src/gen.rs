@@ -12,6 +12,29 @@ pub struct Cfg {
     pub allow_bad: bool,
 }
 
+/// The test kinds a model's splits draw from. Most models mix every kind; the narrower
+/// palettes reach what the writer and the loader decide from the kinds a model uses: plain
+/// comparisons only (QuickScorer's bitvectors, NaN-low columns, the unrolled oblivious walks),
+/// comparisons and zero-as-missing tests (zero-as-missing columns), comparisons and
+/// categorical sets.
+#[derive(Clone, Copy)]
+enum Tests {
+    All,
+    Comparisons,
+    ZeroMissing,
+    Categorical,
+}
+
+/// What every tree of one model is generated with.
+#[derive(Clone, Copy)]
+struct G {
+    allow_bad: bool,
+    tests: Tests,
+    /// Oblivious trees may be drawn (not in models of vector or linear leaves, which the
+    /// writer refuses to mix with them, unless bad IR is allowed).
+    oblivious: bool,
+}
+
 /// True with probability 1/n; false when the bytes have run out (so rare, expensive or
 /// invalid choices are never the default).
 pub fn rare(u: &mut Unstructured, n: u32) -> Result<bool> {
@@ -50,13 +73,13 @@ pub fn awkward_f64(u: &mut Unstructured) -> Result<f64> {
 }
 
 /// A threshold; NaN only when bad IR is allowed.
-fn threshold(u: &mut Unstructured, cfg: Cfg) -> Result<f64> {
+fn threshold(u: &mut Unstructured, allow_bad: bool) -> Result<f64> {
     let t = awkward_f64(u)?;
-    Ok(if t.is_nan() && !cfg.allow_bad { 0.5 } else { t })
+    Ok(if t.is_nan() && !allow_bad { 0.5 } else { t })
 }
 
-fn leaf_value(u: &mut Unstructured, cfg: Cfg) -> Result<f64> {
-    if cfg.allow_bad && rare(u, 200)? {
+fn leaf_value(u: &mut Unstructured, allow_bad: bool) -> Result<f64> {
+    if allow_bad && rare(u, 200)? {
         return Ok(if u.arbitrary()? { f64::NAN } else { f64::INFINITY });
     }
     let v = awkward_f64(u)?;
@@ -79,19 +102,26 @@ fn categories(u: &mut Unstructured) -> Result<Vec<u32>> {
     Ok(out)
 }
 
-pub fn test(u: &mut Unstructured, cfg: Cfg) -> Result<Test> {
-    Ok(match u.int_in_range(0u8..=9)? {
+fn test(u: &mut Unstructured, g: G) -> Result<Test> {
+    // Kinds 0..=3 are the plain comparisons, 6 zero-as-missing, 7 and 9 categorical sets.
+    let kind = match g.tests {
+        Tests::All => u.int_in_range(0u8..=9)?,
+        Tests::Comparisons => u.int_in_range(0u8..=3)?,
+        Tests::ZeroMissing => *u.choose(&[0u8, 1, 2, 3, 6, 6]).unwrap_or(&0),
+        Tests::Categorical => *u.choose(&[0u8, 1, 2, 3, 7, 9]).unwrap_or(&0),
+    };
+    Ok(match kind {
         9 => Test::Member { categories: categories(u)? },
-        0 => Test::Lt(threshold(u, cfg)?),
-        1 => Test::Le(threshold(u, cfg)?),
-        2 => Test::Gt(threshold(u, cfg)?),
-        3 => Test::Ge(threshold(u, cfg)?),
-        4 => Test::Eq(threshold(u, cfg)?),
-        5 => Test::Ne(threshold(u, cfg)?),
+        0 => Test::Lt(threshold(u, g.allow_bad)?),
+        1 => Test::Le(threshold(u, g.allow_bad)?),
+        2 => Test::Gt(threshold(u, g.allow_bad)?),
+        3 => Test::Ge(threshold(u, g.allow_bad)?),
+        4 => Test::Eq(threshold(u, g.allow_bad)?),
+        5 => Test::Ne(threshold(u, g.allow_bad)?),
         6 => {
-            let t = threshold(u, cfg)?;
+            let t = threshold(u, g.allow_bad)?;
             // +inf is refused by the writer ("zero-as-missing split at +inf").
-            Test::LeZeroAsMissing(if t == f64::INFINITY && !cfg.allow_bad { 1.0 } else { t })
+            Test::LeZeroAsMissing(if t == f64::INFINITY && !g.allow_bad { 1.0 } else { t })
         }
         _ => {
             let invalid = match u.int_in_range(0u8..=7)? {
@@ -103,42 +133,42 @@ pub fn test(u: &mut Unstructured, cfg: Cfg) -> Result<Test> {
                 5 => f32::from_bits(u.arbitrary()?),
                 _ => -1.0,
             };
-            let invalid = if invalid.is_nan() && !cfg.allow_bad { -1.0 } else { invalid };
+            let invalid = if invalid.is_nan() && !g.allow_bad { -1.0 } else { invalid };
             Test::InSet { categories: categories(u)?, invalid_at_or_below: invalid }
         }
     })
 }
 
-fn grow(u: &mut Unstructured, nodes: &mut Vec<Node>, n_features: u32, cfg: Cfg, depth_left: u32, budget: &mut usize) -> Result<u32> {
+fn grow(u: &mut Unstructured, nodes: &mut Vec<Node>, n_features: u32, g: G, depth_left: u32, budget: &mut usize) -> Result<u32> {
     let me = nodes.len() as u32;
     nodes.push(Node::Leaf { value: 0.0 });
     if depth_left == 0 || *budget == 0 || u.ratio(1, 3)? {
-        nodes[me as usize] = Node::Leaf { value: leaf_value(u, cfg)? };
+        nodes[me as usize] = Node::Leaf { value: leaf_value(u, g.allow_bad)? };
         return Ok(me);
     }
     *budget -= 1;
-    let test = test(u, cfg)?;
-    let feature = if cfg.allow_bad && rare(u, 64)? { n_features } else { u.int_in_range(0..=n_features - 1)? };
+    let test = test(u, g)?;
+    let feature = if g.allow_bad && rare(u, 64)? { n_features } else { u.int_in_range(0..=n_features - 1)? };
     let missing_yes = u.arbitrary()?;
-    let yes = grow(u, nodes, n_features, cfg, depth_left - 1, budget)?;
-    let no = grow(u, nodes, n_features, cfg, depth_left - 1, budget)?;
+    let yes = grow(u, nodes, n_features, g, depth_left - 1, budget)?;
+    let no = grow(u, nodes, n_features, g, depth_left - 1, budget)?;
     nodes[me as usize] = Node::Split { feature, test, missing_yes, yes, no };
     Ok(me)
 }
 
 /// A chain: every split has a leaf on one side and the next split on the other. Used to hit
 /// the MAX_DEPTH (256) boundary without thousands of nodes.
-fn chain(u: &mut Unstructured, n_features: u32, cfg: Cfg, depth: u32) -> Result<Vec<Node>> {
+fn chain(u: &mut Unstructured, n_features: u32, g: G, depth: u32) -> Result<Vec<Node>> {
     let mut nodes = Vec::with_capacity(2 * depth as usize + 1);
     for d in 0..depth {
         let me = nodes.len() as u32;
         let leaf_first = d % 2 == 0;
         let (yes, no) = if leaf_first { (me + 1, me + 2) } else { (me + 2, me + 1) };
         let feature = u.int_in_range(0..=n_features - 1)?;
-        nodes.push(Node::Split { feature, test: test(u, cfg)?, missing_yes: u.arbitrary()?, yes, no });
-        nodes.push(Node::Leaf { value: leaf_value(u, cfg)? });
+        nodes.push(Node::Split { feature, test: test(u, g)?, missing_yes: u.arbitrary()?, yes, no });
+        nodes.push(Node::Leaf { value: leaf_value(u, g.allow_bad)? });
     }
-    nodes.push(Node::Leaf { value: leaf_value(u, cfg)? });
+    nodes.push(Node::Leaf { value: leaf_value(u, g.allow_bad)? });
     Ok(nodes)
 }
 
@@ -172,43 +202,43 @@ fn permute(u: &mut Unstructured, nodes: Vec<Node>) -> Result<Vec<Node>> {
 
 /// An oblivious tree (CatBoost's shape): `depth` levels and 2^depth leaves; now and then, with
 /// `allow_bad`, too deep or with the wrong number of leaves.
-fn oblivious(u: &mut Unstructured, n_features: u32, cfg: Cfg) -> Result<Node> {
-    let depth = if cfg.allow_bad && rare(u, 32)? { u.int_in_range(0u32..=24)? } else { u.int_in_range(0u32..=8)? };
+fn oblivious(u: &mut Unstructured, n_features: u32, g: G) -> Result<Node> {
+    let depth = if g.allow_bad && rare(u, 32)? { u.int_in_range(0u32..=24)? } else { u.int_in_range(0u32..=8)? };
     let mut levels = Vec::with_capacity(depth as usize);
     for _ in 0..depth {
-        let feature = if cfg.allow_bad && rare(u, 64)? { n_features } else { u.int_in_range(0..=n_features - 1)? };
-        levels.push(Level { feature, test: test(u, cfg)?, missing_yes: u.arbitrary()? });
+        let feature = if g.allow_bad && rare(u, 64)? { n_features } else { u.int_in_range(0..=n_features - 1)? };
+        levels.push(Level { feature, test: test(u, g)?, missing_yes: u.arbitrary()? });
     }
     let mut n_leaves = 1usize << depth.min(12);
-    if cfg.allow_bad && rare(u, 32)? {
+    if g.allow_bad && rare(u, 32)? {
         n_leaves = n_leaves.saturating_sub(1);
     }
     let mut leaves = Vec::with_capacity(n_leaves);
     for _ in 0..n_leaves {
-        leaves.push(leaf_value(u, cfg)?);
+        leaves.push(leaf_value(u, g.allow_bad)?);
     }
     Ok(Node::Oblivious { levels: levels.into(), leaves: leaves.into() })
 }
 
-pub fn tree(u: &mut Unstructured, n_features: u32, n_outputs: u32, cfg: Cfg) -> Result<Tree> {
-    if rare(u, 5)? {
-        let output = if cfg.allow_bad && rare(u, 64)? { n_outputs } else { u.int_in_range(0..=n_outputs - 1)? };
-        return Ok(Tree { output, nodes: vec![oblivious(u, n_features, cfg)?] });
+fn tree(u: &mut Unstructured, n_features: u32, n_outputs: u32, g: G) -> Result<Tree> {
+    if rare(u, 5)? && (g.oblivious || (g.allow_bad && rare(u, 8)?)) {
+        let output = if g.allow_bad && rare(u, 64)? { n_outputs } else { u.int_in_range(0..=n_outputs - 1)? };
+        return Ok(Tree { output, nodes: vec![oblivious(u, n_features, g)?] });
     }
     let mut nodes = if rare(u, 40)? {
         let depth = u.int_in_range(250u32..=258)?;
-        chain(u, n_features, cfg, depth)?
+        chain(u, n_features, g, depth)?
     } else {
         let max_depth = u.int_in_range(0u32..=9)?;
         let mut budget = 48usize;
         let mut nodes = Vec::new();
-        grow(u, &mut nodes, n_features, cfg, max_depth, &mut budget)?;
+        grow(u, &mut nodes, n_features, g, max_depth, &mut budget)?;
         nodes
     };
     if u.ratio(1, 2)? {
         nodes = permute(u, nodes)?;
     }
-    if cfg.allow_bad && rare(u, 32)? {
+    if g.allow_bad && rare(u, 32)? {
         // Point some split at an arbitrary node: a cycle, a shared child, or out of range.
         let n = nodes.len() as u32;
         let target = u.int_in_range(0..=n)?;
@@ -220,10 +250,10 @@ pub fn tree(u: &mut Unstructured, n_features: u32, n_outputs: u32, cfg: Cfg) -> 
             }
         }
     }
-    if cfg.allow_bad && rare(u, 200)? {
+    if g.allow_bad && rare(u, 200)? {
         nodes.clear();
     }
-    let output = if cfg.allow_bad && rare(u, 64)? { n_outputs } else { u.int_in_range(0..=n_outputs - 1)? };
+    let output = if g.allow_bad && rare(u, 64)? { n_outputs } else { u.int_in_range(0..=n_outputs - 1)? };
     Ok(Tree { output, nodes })
 }
 
@@ -248,7 +278,7 @@ fn ctrs(u: &mut Unstructured, n_features: u32, cfg: Cfg) -> Result<Vec<CtrDef>> 
             let kind = u.int_in_range(0u32..=3)?;
             let feature = if cfg.allow_bad && rare(u, 64)? { n_features } else { u.int_in_range(0..=n_features - 1)? };
             let value = match kind {
-                ctr_part::ABOVE | ctr_part::ABOVE_NAN_TRUE => (threshold(u, cfg)? as f32).to_bits(),
+                ctr_part::ABOVE | ctr_part::ABOVE_NAN_TRUE => (threshold(u, cfg.allow_bad)? as f32).to_bits(),
                 ctr_part::ONE_HOT => edgescore_core::ensemble::ctr::code_hash(u.int_in_range(0u32..=5)?),
                 _ => 0,
             };
@@ -265,11 +295,11 @@ fn ctrs(u: &mut Unstructured, n_features: u32, cfg: Cfg) -> Result<Vec<CtrDef>> 
             // Parts on a missing feature (allow_bad) have no key: the writer refuses them.
             let in_range = parts.iter().all(|p| p.feature < n_features);
             let key = if u.ratio(1, 6)? || !in_range { u.arbitrary()? } else { edgescore_core::ensemble::ctr::projection_key(&parts, &row) };
-            table.push((key, leaf_value(u, cfg)? as f32));
+            table.push((key, leaf_value(u, cfg.allow_bad)? as f32));
         }
         table.sort_by_key(|e| e.0);
         table.dedup_by_key(|e| e.0);
-        out.push(CtrDef { parts, table, empty_value: leaf_value(u, cfg)? as f32 });
+        out.push(CtrDef { parts, table, empty_value: leaf_value(u, cfg.allow_bad)? as f32 });
     }
     Ok(out)
 }
@@ -288,7 +318,7 @@ fn rich_leaves(u: &mut Unstructured, trees: &mut [Tree], n_features: u32, n_outp
                 let width = if cfg.allow_bad && rare(u, 64)? { n_outputs + 1 } else { n_outputs };
                 let mut values = vec![value];
                 for _ in 1..width {
-                    values.push(leaf_value(u, cfg)?);
+                    values.push(leaf_value(u, cfg.allow_bad)?);
                 }
                 Node::VectorLeaf { values }
             } else {
@@ -298,7 +328,7 @@ fn rich_leaves(u: &mut Unstructured, trees: &mut [Tree], n_features: u32, n_outp
                     let c = awkward_f64(u)?;
                     terms.push((f, if c.is_finite() { c } else { 0.5 }));
                 }
-                Node::LinearLeaf { constant: leaf_value(u, cfg)?, terms, fallback: value }
+                Node::LinearLeaf { constant: leaf_value(u, cfg.allow_bad)?, terms, fallback: value }
             };
         }
     }
@@ -313,15 +343,25 @@ pub fn model(u: &mut Unstructured, cfg: Cfg) -> Result<ModelIr> {
         _ => u.int_in_range(1..=5)?,
     };
     // Format-2 constructs, each now and then: CTR features (splits may test them), vector or
-    // linear leaves.
+    // linear leaves (chosen first: trees of such leaves are not mixed with oblivious trees).
     let ctr_defs = if rare(u, 6)? { ctrs(u, n_features, cfg)? } else { Vec::new() };
     let split_features = n_features + ctr_defs.len() as u32;
-    let n_trees = u.int_in_range(0usize..=20)?;
+    let leaves = u.int_in_range(0u8..=11)?;
+    let tests = match u.int_in_range(0u8..=7)? {
+        0 | 1 => Tests::Comparisons,
+        2 => Tests::ZeroMissing,
+        3 => Tests::Categorical,
+        _ => Tests::All,
+    };
+    let g = G { allow_bad: cfg.allow_bad, tests, oblivious: leaves < 10 };
+    // Up to 20 trees, now and then up to 40: 15, 23, 31 or 39 node trees make the lockstep
+    // walk's widest group (a whole group of 8 joined by the 7 left over).
+    let n_trees = if rare(u, 6)? { u.int_in_range(0usize..=40)? } else { u.int_in_range(0usize..=20)? };
     let mut trees = Vec::with_capacity(n_trees);
     for _ in 0..n_trees {
-        trees.push(tree(u, split_features, n_outputs, cfg)?);
+        trees.push(tree(u, split_features, n_outputs, g)?);
     }
-    match u.int_in_range(0u8..=11)? {
+    match leaves {
         10 => rich_leaves(u, &mut trees, n_features, n_outputs, true, cfg)?,
         11 => rich_leaves(u, &mut trees, n_features, n_outputs, false, cfg)?,
         _ => {}
@@ -346,7 +386,7 @@ pub fn model(u: &mut Unstructured, cfg: Cfg) -> Result<ModelIr> {
     };
     let mut base_score = Vec::with_capacity(n_outputs as usize);
     for o in 0..n_outputs {
-        base_score.push(if o < 8 { leaf_value(u, cfg)? } else { o as f64 * 0.125 });
+        base_score.push(if o < 8 { leaf_value(u, cfg.allow_bad)? } else { o as f64 * 0.125 });
     }
     let mut features = Vec::with_capacity(n_features as usize);
     for _ in 0..n_features {
@@ -371,4 +411,66 @@ pub fn model(u: &mut Unstructured, cfg: Cfg) -> Result<ModelIr> {
         ctrs: ctr_defs,
         trees,
     })
+}
+
+/// The constructs the writer and the loader choose from a model, counted over generated
+/// models (`cargo test --lib -- --nocapture` prints the table): each must come up, or the
+/// fuzz targets never reach it.
+#[cfg(test)]
+mod census {
+    use super::*;
+    use crate::oracle::Rng;
+    use edgescore_compile::write::write;
+    use edgescore_core::artifact::layout::{flags, node, tree_layout};
+    use edgescore_core::Model;
+
+    const N: usize = 20_000;
+
+    #[test]
+    fn every_construct_is_generated() {
+        let mut rng = Rng(0x5eed_c0de);
+        let mut count = std::collections::BTreeMap::<&str, usize>::new();
+        let mut bump = |what: &'static str, yes: bool| *count.entry(what).or_default() += usize::from(yes);
+        for _ in 0..N {
+            // Lengths and bytes as a fuzzer's first inputs have them: anything up to 4 KiB.
+            let bytes: Vec<u8> = (0..64 + rng.below(4032)).map(|_| rng.next() as u8).collect();
+            let Ok(ir) = model(&mut Unstructured::new(&bytes), Cfg { allow_bad: false }) else { continue };
+            let Ok(written) = write(&ir) else { continue };
+            let m = Model::load(&written).expect("a written model loads");
+            let e = m.ensemble();
+            let version = u32::from_le_bytes(written[8..12].try_into().unwrap());
+            let f = e.header_flags();
+            let nodes = e.nodes();
+            let op = |o: u16| nodes.iter().any(|n| n.flags & node::LEAF == 0 && n.flags & node::OP_MASK == o);
+            let walked = e.trees().iter().filter(|t| t.layout == tree_layout::NODES).count();
+            bump("written", true);
+            for v in 1..=5 {
+                bump(["format 1", "format 2", "format 3", "format 4", "format 5"][v as usize - 1], version == v);
+            }
+            bump("NaN-low columns", f & flags::NAN_LOW_COLUMNS != 0);
+            bump("zero-as-missing columns", f & flags::ZERO_MISSING_COLUMNS != 0);
+            bump("zero-as-missing tests", op(node::OP_LT_ZERO_MISSING));
+            bump("categorical sets (IN_SET)", op(node::OP_IN_SET));
+            bump("membership sets (MEMBER)", op(node::OP_MEMBER));
+            bump("CTR tables", f & flags::HAS_CTRS != 0 && e.ctr_features().iter().any(|c| c.n_keys > 0));
+            bump("vector leaves", f & flags::HAS_VECTOR_LEAVES != 0);
+            bump("linear leaves", f & flags::HAS_LINEAR_LEAVES != 0);
+            bump("oblivious trees", f & flags::HAS_OBLIVIOUS != 0);
+            // `TreeEnsemble::add_oblivious`: depths 4 to 8 without rare tests.
+            bump("unrolled oblivious levels", f & flags::HAS_RARE_TESTS == 0 && e.trees().iter().any(|t| t.layout == tree_layout::OBLIVIOUS && (4..=8).contains(&t.depth)));
+            bump("bitvectors (at load)", e.uses_bitvectors());
+            bump("bitvectors (on every row)", m.clone().with_bitvectors_on_every_row().ensemble().uses_bitvectors());
+            // `TreeEnsemble::walk_lockstep` (natively): a whole group joined by the rest.
+            let joined = if walked >= 8 && walked % 8 > 0 { 8 + walked % 8 } else { 0 };
+            bump("lockstep group of 10-14 lanes", (9..=14).contains(&joined));
+            bump("lockstep group of 16 lanes", joined == 15);
+        }
+        let written = count["written"];
+        eprintln!("{N} inputs, {written} models written:");
+        for (what, n) in &count {
+            eprintln!("{n:>7}  {what}");
+        }
+        let missing: Vec<_> = count.iter().filter(|(_, &n)| n < written / 1000).map(|(w, _)| *w).collect();
+        assert!(missing.is_empty(), "generated in fewer than 1 in 1000 written models: {missing:?}");
+    }
 }

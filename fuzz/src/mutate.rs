@@ -91,6 +91,9 @@ pub enum NodeVal {
     Op(u8),
     /// Feature index relative to n_features: n_features - 2 + k % 4.
     Feature(u8),
+    /// Feature index relative to the end of the row the trees walk (inputs, CTR features,
+    /// NaN-low and zero-as-missing columns): row_len - 2 + k % 4.
+    FeatureRowEnd(u8),
     /// Raw 16-bit feature index.
     FeatureRaw(u16),
     Left(U32Val),
@@ -243,6 +246,12 @@ pub fn apply(b: &mut Vec<u8>, l: &Layout, m: Mutation) {
                     let f = (n_features as i64 - 2 + k as i64 % 4).clamp(0, u16::MAX as i64) as u16;
                     put_u16(b, at + N_FEATURE, f)
                 }
+                NodeVal::FeatureRowEnd(k) => {
+                    let n_ctrs = (l.entries[11].len as usize / ELEM[11]) as u32;
+                    let end = row_len(n_features, n_ctrs, get_u32(b, 12).unwrap_or(0));
+                    let f = (end as i64 - 2 + k as i64 % 4).clamp(0, u16::MAX as i64) as u16;
+                    put_u16(b, at + N_FEATURE, f)
+                }
                 NodeVal::FeatureRaw(f) => put_u16(b, at + N_FEATURE, f),
                 NodeVal::Left(v) => upd(b, Some(at + N_LEFT), v),
                 NodeVal::LeftRel(k) => put_u32(b, at + N_LEFT, idx.wrapping_add(k as i32 as u32)),
@@ -333,8 +342,9 @@ fn fix_flags(b: &mut [u8], l: &Layout) {
             _ => flags::HAS_RARE_TESTS,
         };
     }
-    // Keep the leaf-kind, CTR and tree-layout flags: they describe sections, not node tests.
-    let kept = get_u32(b, 12).unwrap_or(0) & (flags::FORMAT_2 | flags::FORMAT_3);
+    // Keep the leaf-kind, CTR, tree-layout and column flags: they describe sections and the
+    // row the trees walk, not node tests.
+    let kept = get_u32(b, 12).unwrap_or(0) & (flags::FORMAT_2 | flags::FORMAT_3 | flags::FORMAT_4 | flags::FORMAT_5);
     put_u32(b, 12, used | kept);
 }
 
