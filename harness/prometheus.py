@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from demo import envoyctl
-from demo.loopback import free_port
+from harness import envoyctl
+from harness.loopback import free_port
 
 
 def prometheus_binary() -> str:

@@ -1,13 +1,13 @@
 """Fixtures every Envoy test shares: a recording upstream and Envoys started from a
 configuration, each in its own session and stopped by PID at teardown (also when a test fails).
-The plain classes behind them are in envoy_harness.py."""
+The plain classes behind them are in harness/running.py."""
 
 from __future__ import annotations
 
 import pytest
 
-from demo import envoyctl
-from envoy_harness import Running, Upstream, with_test_flush
+from harness import envoyctl
+from harness.running import Running, Upstream, with_test_flush
 
 
 @pytest.fixture(scope="module")

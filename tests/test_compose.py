@@ -1,7 +1,7 @@
 """docker-compose.yml (Envoy, the demo backend, the registry, the NLP service, Prometheus and
 Grafana), checked without a Docker engine: it validates against the Compose Specification JSON
 Schema (vendored in tests/schemas/, see its README), every host path it mounts exists after
-`make build`, the Envoy configuration it mounts matches what demo/render_envoy.py renders and
+`make build`, the Envoy configuration it mounts matches what harness/render_envoy.py renders and
 points at the mounted .wasm, the `backend` service and the `nlp` service, the `nlp` service runs
 nlp/serve_config.yaml on the Ray version requirements.txt pins, Prometheus' configuration passes
 `promtool check config` and scrapes Envoy's admin and the Ray head's metrics port, and Grafana's
@@ -22,8 +22,8 @@ import jsonschema
 import pytest
 import yaml
 
-from demo import render_envoy
-from envoy_harness import require_build
+from harness import render_envoy
+from harness.require import require_build
 
 ROOT = Path(__file__).resolve().parent.parent
 

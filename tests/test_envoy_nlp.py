@@ -4,7 +4,7 @@ its default model, all on 127.0.0.1.
 One NLP service is started for the module (`python -m nlp.run start` on a free loopback port
 with its own state dir; Ray takes 20-40 s) and stopped through `nlp.run stop`, which ends its
 supervisor by PID and checks that nothing of its session is left. Each Envoy gets envoy.yaml's
-configuration (demo/render_envoy.py) with the backend pointed at a recording HTTP server of this
+configuration (harness/render_envoy.py) with the backend pointed at a recording HTTP server of this
 process and the `nlp` cluster at the service; it is started in its own session and stopped by
 PID. The fail-open tests run last: one stops the service, one points Envoy at a server that
 accepts connections and never answers.
@@ -26,9 +26,10 @@ from pathlib import Path
 
 import pytest
 
-from demo import render_envoy, traffic
-from demo.loopback import SilentServer, free_port
-from envoy_harness import require_build
+from demo import traffic
+from harness import client, render_envoy
+from harness.loopback import SilentServer, free_port
+from harness.require import require_build
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -130,7 +131,7 @@ def edge(nlp, upstream, start_envoy):
 
 
 def chat(body: bytes, content_type: str = "application/json", method: str = "POST",
-         path: str = "/api/chat/messages") -> traffic.DemoRequest:
+         path: str = "/api/chat/messages") -> client.Request:
     """A browser's chat POST (the tree models let it through): headers in Chrome's order."""
     return dataclasses.replace(traffic.chat("chat", "test", body, content_type, path), method=method)
 

@@ -28,13 +28,14 @@ import time
 
 import pytest
 
-from demo import render_envoy, traffic
-from envoy_harness import ROOT, Running
+from demo import traffic
+from harness import client, render_envoy
+from harness.running import ROOT, Running
 from test_envoy import envoy_config, header
 
 TRAP_WASM = ROOT / "target" / "test-wasm" / "wasm32-wasip1" / "wasm" / "edgescore_filter.wasm"
 BROWSER = next(r for r in traffic.requests() if r.kind == "browser")
-TRAP = traffic.DemoRequest(name="trap", kind="browser", method="GET", path="/trap",
+TRAP = client.Request(name="trap", kind="browser", method="GET", path="/trap",
                            headers=[*BROWSER.headers, ("x-edgescore-test-trap", "1")])
 PLUGIN = "edgescore"  # the plugin's `name` in envoy.yaml: Envoy's reload stats carry it
 

@@ -1,5 +1,5 @@
 """docs/security-teams.md, run as written: its commands, in order, in one bash session
-(tests/guide_session.py: the block markers and how the session runs them).
+(harness/guide_session.py: the block markers and how the session runs them).
 
 The session runs in the repository root with the guide's own variables pointed elsewhere: its
 files go to a temporary directory (`WORK`), Envoy listens on free ports (`LISTENER`, `ADMIN`,
@@ -21,10 +21,11 @@ from pathlib import Path
 
 import pytest
 
-from demo import registry, traffic
-from demo.loopback import free_port
-from envoy_harness import require_build
-from guide_session import Step, assert_shows, run_session
+from demo import traffic
+from harness import registry
+from harness.guide_session import Step, assert_shows, run_session
+from harness.loopback import free_port
+from harness.require import require_build
 
 ROOT = Path(__file__).resolve().parent.parent
 GUIDE = ROOT / "docs" / "security-teams.md"

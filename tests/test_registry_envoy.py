@@ -25,9 +25,11 @@ from pathlib import Path
 
 import pytest
 
-from demo import envoyctl, render_envoy, traffic
-from demo.registry import RegistryServer
-from envoy_harness import Running, require_build
+from demo import traffic
+from harness import envoyctl, render_envoy
+from harness.registry import RegistryServer
+from harness.require import require_build
+from harness.running import Running
 from models import feature_log
 from test_envoy import MODELS, envoy_config, header, scores_of
 from test_feature_log import cli_scores

@@ -49,9 +49,9 @@ from tqdm import tqdm
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
-from demo import envoyctl, render_envoy  # noqa: E402
-from demo.loopback import free_port  # noqa: E402
-from demo.registry import RegistryServer  # noqa: E402
+from harness import envoyctl, render_envoy  # noqa: E402
+from harness.loopback import free_port  # noqa: E402
+from harness.registry import RegistryServer  # noqa: E402
 
 CLI = ROOT / "target" / "release" / "edgescore"
 BENCH_MODELS = ROOT / "target" / "bench-models"

@@ -24,9 +24,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from demo import render_envoy, traffic
-from demo.loopback import free_port
-from envoy_harness import require_build
+from demo import traffic
+from harness import render_envoy
+from harness.loopback import free_port
+from harness.require import require_build
 from nlp.app_spec import DEFAULT_CONFIG_PATH
 
 REPO = Path(__file__).resolve().parents[2]
