@@ -39,7 +39,8 @@ HASH_KEY_FILE = ROOT / "models" / "example" / "hash_key.txt"
 
 @dataclass(frozen=True)
 class ModelPolicy:
-    """One example model: its artifact under target/models and what its score triggers."""
+    """One model of the configuration: its artifact under target/models and what its score
+    triggers."""
 
     name: str
     threshold: float
@@ -52,12 +53,35 @@ class ModelPolicy:
         return MODELS_DIR / f"{self.name}.esm"
 
 
-# THE list of example models (order = configuration order = order in the score header).
-EXAMPLE_MODELS: tuple[ModelPolicy, ...] = (
-    ModelPolicy("bot", 0.9, "block", 403, "blocked by edgescore\n"),
-    ModelPolicy("scanner", 0.8, "block", 403, "blocked by edgescore\n"),
-    ModelPolicy("abuse", 0.5, "tag"),
-)
+@dataclass(frozen=True)
+class ExampleModel:
+    """A line of models/example/models.txt: an example model, where it was trained and its policy."""
+
+    policy: ModelPolicy
+    source: Path  # the trained model, in its library's format
+    library: str  # xgboost | lightgbm | catboost
+
+
+# THE list of example models (the Makefile compiles the same file's lines).
+EXAMPLE_LIST = ROOT / "models" / "example" / "models.txt"
+BLOCK_BODY = "blocked by edgescore\n"
+
+
+def read_example_list(path: Path = EXAMPLE_LIST) -> tuple[ExampleModel, ...]:
+    out = []
+    for line in path.read_text().splitlines():
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        name, source, library, threshold, action, status = line.split()
+        policy = ModelPolicy(name, float(threshold), action, None if status == "-" else int(status),
+                             BLOCK_BODY if action == "block" else None)
+        out.append(ExampleModel(policy, path.parent / source, library))
+    return tuple(out)
+
+
+EXAMPLES: tuple[ExampleModel, ...] = read_example_list()
+# Their policies, in configuration order (= order in the score header).
+EXAMPLE_MODELS: tuple[ModelPolicy, ...] = tuple(e.policy for e in EXAMPLES)
 
 
 # The text path (docs/configuration.md, `text`): qualifying request bodies go to the NLP
