@@ -7,6 +7,7 @@ it fails the test instead, so nothing is skipped there without a failure saying 
 
 from __future__ import annotations
 
+import importlib
 import os
 import random
 import sys
@@ -30,6 +31,14 @@ def missing(msg: str, *, module: bool = False) -> None:
     if required():
         pytest.fail(f"{msg} (make test installs it)", pytrace=False)
     pytest.skip(msg, allow_module_level=module)
+
+
+def module(name: str):
+    """`import name`, or `missing` when it is not installed."""
+    try:
+        return importlib.import_module(name)
+    except ImportError as e:
+        missing(f"{name} is not installed ({e})")
 
 
 def require_build() -> None:

@@ -35,9 +35,10 @@ ROOT = Path(__file__).resolve().parent.parent
 
 TEXT = render_envoy.text_config()
 TIMEOUT_S = TEXT["timeout_ms"] / 1000
-# What a fail-open request may take beyond the NLP timeout: Envoy, the backend and the client
-# on a shared 2-core machine.
-MARGIN_S = 0.5
+# What a fail-open request may take beyond the NLP timeout on a loaded CI machine: a bound that
+# tells failing open from waiting on the service (a hung one never answers). How long failing
+# open takes is measured by benches/text_failure.
+MARGIN_S = 5.0
 
 TOXIC = "you are a worthless idiot and everyone hates you"
 THREAT = "I know where you live and I'm going to hurt you"
@@ -172,7 +173,7 @@ def test_text_section_matches_the_filter_docs_and_schema():
     assert not undocumented, undocumented
     # envoy.yaml spells out every field, and its plugin configuration is valid by the schema.
     assert set(render_envoy.text_config()) == fields
-    jsonschema = pytest.importorskip("jsonschema")
+    import jsonschema
     validator = jsonschema.Draft202012Validator(schema)
     if not render_envoy.missing_artifacts():
         plugin = json.loads(render_envoy.wasm_filter(render_envoy.load_config())["configuration"]["value"])
@@ -287,13 +288,10 @@ def test_a_hanging_service_times_out_and_fails_open(nlp, upstream, start_envoy):
     try:
         hang = start_envoy(envoy_config(upstream.port, silent.port), "hang")
         upstream.take()
-        took = []
         for _ in range(3):
             resp, elapsed = hang.timed(chat(message(TOXIC)))
             assert resp.status == 200, (resp.status, resp.body)
-            assert TIMEOUT_S - 0.05 <= elapsed <= TIMEOUT_S + MARGIN_S, elapsed
-            took.append(elapsed)
-        print(f"fail-open after the timeout: {', '.join(f'{1000 * t:.1f}' for t in took)} ms")
+            assert elapsed <= TIMEOUT_S + MARGIN_S, elapsed
         recs = upstream.take()
         assert [header(r, "x-edgescore-text") for r in recs] == ["error=status"] * 3
         assert hang.metric("edgescore_text_timeouts") == 3
@@ -308,13 +306,10 @@ def test_stopped_service_fails_open_within_the_timeout(edge, nlp, upstream):
     upstream.take()
     errors_before = edge.metric("edgescore_text_errors")
     n = 8
-    took = []
     for _ in range(n):
         resp, elapsed = edge.timed(chat(message(TOXIC)))
         assert resp.status == 200, (resp.status, resp.body)
         assert elapsed <= TIMEOUT_S + MARGIN_S, elapsed
-        took.append(elapsed)
-    print(f"fail-open with the service stopped: {', '.join(f'{1000 * t:.1f}' for t in took)} ms")
     recs = upstream.take()
     assert len(recs) == n
     for rec in recs:

@@ -16,11 +16,11 @@ trained model's split thresholds (parsed back from the saved file; for
 LightGBM also the neighbouring float32 values) and special values
 (+-0.0, +-1e30, +-FLT_MAX, +-inf where the library accepts it, NaN).
 
-Seed: ``EDGESCORE_PARITY_SEED`` (default: random).  It appears in every test
+Seed: ``EDGESCORE_TEST_SEED`` (default: random).  It appears in every test
 id (``[seed=N]``) and every failure message; re-run with
-``EDGESCORE_PARITY_SEED=N pytest tests/test_parity_live.py`` to reproduce.
+``EDGESCORE_TEST_SEED=N pytest tests/test_parity_live.py`` to reproduce.
 Binary: ``EDGESCORE_BIN`` (default ``<repo>/target/release/edgescore``); the
-whole module is skipped if it does not exist.
+whole module is skipped if it does not exist (under ``make test``: fails).
 """
 
 from __future__ import annotations
@@ -28,9 +28,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
-import random
 import subprocess
-import sys
 import warnings
 import zlib
 from pathlib import Path
@@ -38,6 +36,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+
+from harness.require import missing, test_seed
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -47,12 +47,9 @@ warnings.filterwarnings("ignore")
 
 BIN = Path(os.environ.get("EDGESCORE_BIN", REPO / "target" / "release" / "edgescore"))
 if not BIN.is_file():
-    pytest.skip(f"edgescore binary not found at {BIN} (build it with `cargo build --release` "
-                "or set EDGESCORE_BIN)", allow_module_level=True)
+    missing(f"edgescore binary not found at {BIN} (`make build` builds it; or set EDGESCORE_BIN)", module=True)
 
-_env_seed = os.environ.get("EDGESCORE_PARITY_SEED", "").strip()
-SEED = int(_env_seed) if _env_seed else random.SystemRandom().randrange(1, 2**31)
-print(f"EDGESCORE_PARITY_SEED={SEED}", file=sys.stderr)
+SEED = test_seed()
 
 # Every test takes `seed`, so the seed shows up in each test id.
 pytestmark = pytest.mark.parametrize("seed", [SEED], ids=[f"seed={SEED}"])
@@ -75,7 +72,7 @@ def _run(args, what):
     if p.returncode != 0:
         pytest.fail(f"`edgescore {' '.join(map(str, args))}` ({what}) exited {p.returncode}\n"
                     f"stderr: {p.stderr.strip()}\nstdout: {p.stdout.strip()[:2000]}\n"
-                    f"(EDGESCORE_PARITY_SEED={SEED})", pytrace=False)
+                    f"(EDGESCORE_TEST_SEED={SEED})", pytrace=False)
     return p.stdout
 
 
@@ -111,7 +108,7 @@ def assert_close(got_lines, expected, *, kind: str, what: str, rows_csv: Path, g
     if exp.ndim == 1:
         exp = exp[:, None]
     n, k = exp.shape
-    ctx = f"[{what}; EDGESCORE_PARITY_SEED={SEED}; rows: {rows_csv}]"
+    ctx = f"[{what}; EDGESCORE_TEST_SEED={SEED}; rows: {rows_csv}]"
     assert len(got_lines) == n, f"{ctx} expected {n} output lines, got {len(got_lines)}"
     widths = {len(r) for r in got_lines}
     assert widths == {k}, f"{ctx} expected {k} value(s) per line, got widths {sorted(widths)}; " \
@@ -750,7 +747,7 @@ def test_compile_accepts_gzip(seed, kind, tmp_path):
     expected = score(a_plain, rows)
     got = score(a_gz, rows)
     assert got == expected, f"[{kind}] gzip-compressed model scores differently from the plain file " \
-                            f"(EDGESCORE_PARITY_SEED={SEED})"
+                            f"(EDGESCORE_TEST_SEED={SEED})"
     # an explicit --format must work on the compressed file too
     fmt = {"xgboost": "xgboost", "lightgbm": "lightgbm", "catboost": "catboost", "onnx": "onnx"}[kind]
     a_fmt = compile_model(gz, tmp_path / "gz_fmt.esm", fmt=fmt, name="m")

@@ -213,8 +213,8 @@ def test_both_workers_take_v1_then_v2(envoy, registry, upstream, tmp_path):
     t0 = time.monotonic()
     registry.publish(registry.artifacts["bot-v2"])
     wait_for("both workers to take v2", lambda: stat(envoy, "swaps") >= before + WORKERS)
-    # The poll period plus the workers' check and copy.
-    assert time.monotonic() - t0 < 2 * POLL_SECONDS + 3
+    # A few poll periods plus the workers' check and copy, on a loaded machine too.
+    assert time.monotonic() - t0 < 4 * POLL_SECONDS + 5
     serving(envoy, upstream, 2)
     assert stat(envoy, "copy_faults") == 0
     assert stat(envoy, "version.bot") == 2
