@@ -7,8 +7,6 @@ import os
 import subprocess
 from pathlib import Path
 
-import pytest
-
 from harness.require import missing
 
 REPO = Path(__file__).resolve().parent.parent

@@ -46,7 +46,7 @@ REPO = Path(__file__).resolve().parents[2]
 from benches.nlp_load import overload  # noqa: E402
 from benches.nlp_load.service_under_test import config_file  # noqa: E402
 from demo import traffic  # noqa: E402
-from harness import client, envoyctl, render_envoy  # noqa: E402
+from harness import envoyctl, render_envoy  # noqa: E402
 from harness.loopback import free_port  # noqa: E402
 
 MESSAGES = REPO / "nlp" / "data" / "messages.jsonl"
