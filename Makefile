@@ -145,7 +145,7 @@ bench-filter: toolchain venv bench-models
 # target/bench-models/NAME.esm; retrained only when the training inputs change.
 BENCH_MODELS := target/bench-models
 bench-models: $(BENCH_MODELS)/.built
-$(BENCH_MODELS)/.built: models/train_example.py models/traffic.py $(EXAMPLE_SCHEMA) $(EXAMPLE_LIST) models/example/hash_key.txt $(EDGESCORE) | venv
+$(BENCH_MODELS)/.built: models/train_example.py models/traffic.py $(EXAMPLE_SCHEMA) $(EXAMPLE_LIST) models/example/hash_key.txt | venv $(EDGESCORE)
 	$(PY) -m models.train_example --trees 300 --depth 6 --out $(BENCH_MODELS)
 	@for name in $(EXAMPLE_NAMES); do src=$$(awk -v n=$$name '$$1 == n {print $$2}' $(EXAMPLE_LIST)); \
 	  $(EDGESCORE) compile $(BENCH_MODELS)/$$src --schema $(EXAMPLE_SCHEMA) --name $$name --version bench -o $(BENCH_MODELS)/$$name.esm || exit 1; done
@@ -179,7 +179,7 @@ soak: build venv
 # 1,000,000 generated requests (`make test` runs 20,000; the guest runs compiled by Cranelift whatever
 # the profile, and the host is a dependency, built with opt-level 2). HOSTILE_REQUESTS, HOSTILE_SEED.
 hostile-drive: $(WASM)
-	EDGESCORE_HOSTILE_REQUESTS=$${HOSTILE_REQUESTS:-1000000} EDGESCORE_HOSTILE_SEED=$${HOSTILE_SEED:-24301} \
+	EDGESCORE_HOSTILE_REQUESTS=$${HOSTILE_REQUESTS:-1000000} EDGESCORE_TEST_SEED=$${HOSTILE_SEED:-24301} \
 	  $(CARGO) test -p edgescore-tests --test hostile_drive -- --nocapture
 
 clean:
