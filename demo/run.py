@@ -503,7 +503,7 @@ def main(argv: list[str] | None = None) -> int:
             nlp.start()  # Ray starts while the CLI step and the tree requests run
         if Path(args.cli).is_file() and not args.serve_only:
             cli_step(Path(args.cli))
-        backend = subprocess.Popen([sys.executable, str(HERE / "backend.py"), "--host", BACKEND[0], "--port", str(backend_port)],
+        backend = subprocess.Popen([sys.executable, str(ROOT / "harness" / "backend.py"), "--host", BACKEND[0], "--port", str(backend_port)],
                                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                    start_new_session=True)
         wait_port(BACKEND[0], backend_port, backend)
