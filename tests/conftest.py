@@ -1,13 +1,36 @@
 """Fixtures every Envoy test shares: a recording upstream and Envoys started from a
 configuration, each in its own session and stopped by PID at teardown (also when a test fails).
-The plain classes behind them are in envoy_harness.py."""
+The plain classes behind them are in harness/running.py.
+
+Under `make test` (EDGESCORE_REQUIRE_BUILD=1) no test or module may skip: a skip, from
+`harness.require.missing` or any other, is reported as a failure."""
 
 from __future__ import annotations
 
 import pytest
 
-from demo import envoyctl
-from envoy_harness import Running, Upstream, with_test_flush
+from harness import envoyctl
+from harness.require import required
+from harness.running import Running, Upstream, with_test_flush
+
+
+def _no_skip(report) -> None:
+    if report.skipped and required() and not hasattr(report, "wasxfail"):
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr
+        report.outcome = "failed"
+        report.longrepr = f"skipped under make test (EDGESCORE_REQUIRE_BUILD=1), which must run everything: {reason}"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    _no_skip(outcome.get_result())
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector):
+    outcome = yield
+    _no_skip(outcome.get_result())
 
 
 @pytest.fixture(scope="module")

@@ -8,14 +8,14 @@ import os
 import subprocess
 from pathlib import Path
 
-import pytest
+from harness.require import missing
 
 REPO = Path(__file__).resolve().parent.parent
 BIN = Path(os.environ.get("EDGESCORE_BIN", REPO / "target" / "release" / "edgescore"))
 FIXTURE = REPO / "tests" / "models" / "xgb_binary"
 
 if not BIN.is_file():
-    pytest.skip(f"edgescore binary not found at {BIN}", allow_module_level=True)
+    missing(f"edgescore binary not found at {BIN}", module=True)
 
 
 def run(*args: str) -> subprocess.CompletedProcess:

@@ -1,7 +1,7 @@
 """docker-compose.yml (Envoy, the demo backend, the registry, the NLP service, Prometheus and
 Grafana), checked without a Docker engine: it validates against the Compose Specification JSON
 Schema (vendored in tests/schemas/, see its README), every host path it mounts exists after
-`make build`, the Envoy configuration it mounts matches what demo/render_envoy.py renders and
+`make build`, the Envoy configuration it mounts matches what harness/render_envoy.py renders and
 points at the mounted .wasm, the `backend` service and the `nlp` service, the `nlp` service runs
 nlp/serve_config.yaml on the Ray version requirements.txt pins, Prometheus' configuration passes
 `promtool check config` and scrapes Envoy's admin and the Ray head's metrics port, and Grafana's
@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 import shlex
 import shutil
@@ -22,8 +21,8 @@ import jsonschema
 import pytest
 import yaml
 
-from demo import render_envoy
-from envoy_harness import require_build
+from harness import render_envoy
+from harness.require import missing, require_build
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -210,10 +209,7 @@ def _flag(command: list[str], name: str) -> str:
 def test_prometheus_config_passes_promtool(compose, tmp_path):
     promtool = shutil.which("promtool")
     if promtool is None:
-        msg = "no promtool (run `make system-tools`: Debian's prometheus package ships it)"
-        if os.environ.get("EDGESCORE_REQUIRE_BUILD"):
-            pytest.fail(msg)
-        pytest.skip(msg)
+        missing("no promtool (run `make system-tools`: Debian's prometheus package ships it)")
     prom = compose["services"]["prometheus"]
     config = _mounts(compose, "prometheus")[_flag(prom["command"], "config.file")]
     p = subprocess.run([promtool, "check", "config", str(ROOT / config)], capture_output=True, text=True, timeout=60)

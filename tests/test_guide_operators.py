@@ -1,4 +1,4 @@
-"""docs/operators.md, run as written (tests/guide_session.py): validation of a good and a
+"""docs/operators.md, run as written (harness/guide_session.py): validation of a good and a
 refused configuration, then the demo registry and Envoy with the repository's envoy.yaml as the
 guide starts them in other terminals, a blocked request and the labelled series it shows.
 
@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from envoy_harness import require_build
-from guide_session import assert_shows, run_session
+from harness.guide_session import assert_shows, run_session
+from harness.require import require_build
 
 ROOT = Path(__file__).resolve().parent.parent
 GUIDE = ROOT / "docs" / "operators.md"

@@ -1,5 +1,5 @@
 """docs/security-teams.md, run as written: its commands, in order, in one bash session
-(tests/guide_session.py: the block markers and how the session runs them).
+(harness/guide_session.py: the block markers and how the session runs them).
 
 The session runs in the repository root with the guide's own variables pointed elsewhere: its
 files go to a temporary directory (`WORK`), Envoy listens on free ports (`LISTENER`, `ADMIN`,
@@ -21,10 +21,11 @@ from pathlib import Path
 
 import pytest
 
-from demo import registry, traffic
-from demo.loopback import free_port
-from envoy_harness import require_build
-from guide_session import Step, assert_shows, run_session
+from demo import traffic
+from harness import registry
+from harness.guide_session import Step, assert_shows, run_session
+from harness.loopback import free_port
+from harness.require import missing, require_build
 
 ROOT = Path(__file__).resolve().parent.parent
 GUIDE = ROOT / "docs" / "security-teams.md"
@@ -58,9 +59,9 @@ def session(tmp_path_factory):
     """Runs the guide once."""
     require_build()
     if not (ROOT / ".venv" / "bin" / "activate").is_file():
-        pytest.skip("the guide activates .venv (make venv)")
+        missing("the guide activates .venv (make venv)")
     if shutil.which("curl") is None:
-        pytest.skip("the guide reads Envoy's stats with curl, which is not installed")
+        missing("the guide reads Envoy's stats with curl, which is not installed (make system-tools)")
     edgescore = os.environ.get("EDGESCORE_BIN") or str(ROOT / "target" / "release" / "edgescore")
     tmp = tmp_path_factory.mktemp("guide")
     work = tmp / "work"

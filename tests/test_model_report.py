@@ -23,24 +23,20 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from harness import render_envoy
+from harness.require import missing
+
 REPO = Path(__file__).resolve().parent.parent
 BIN = Path(os.environ.get("EDGESCORE_BIN", REPO / "target" / "release" / "edgescore"))
 EXAMPLE = REPO / "models" / "example"
 SCHEMA = EXAMPLE / "schema.json"
 ARTIFACTS = REPO / "target" / "models"
-# (name, source file, what the source records about gain)
-MODELS = [("bot", "bot.json", "xgboost"), ("scanner", "scanner.txt", "lightgbm"), ("abuse", "abuse.json", "catboost")]
+# (name, source file, its library: what the source records about gain)
+MODELS = [(e.policy.name, e.source.name, e.library) for e in render_envoy.EXAMPLES]
 QUANTILES = [0.0, 0.01, 0.05, 0.25, 0.5, 0.75, 0.95, 0.99, 1.0]
 WINDOW = (1280, 2000)
 # The page's CSS colours of a bar and of a threshold mark (report/html.rs).
 BAR_RGB, MARK_RGB = (0x3B, 0x73, 0xB9), (0xC0, 0x39, 0x2B)
-
-
-def missing(what: str) -> None:
-    """Skip, or under `make test` (EDGESCORE_REQUIRE_BUILD=1, which builds and installs first) fail."""
-    if os.environ.get("EDGESCORE_REQUIRE_BUILD"):
-        pytest.fail(what)
-    pytest.skip(what)
 
 
 def cli(*args: str | Path, cwd: Path | None = None) -> str:

@@ -14,28 +14,19 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import subprocess
 import time
 from pathlib import Path
 
 import pytest
 
-from demo import envoyctl, render_envoy, traffic
-from envoy_harness import require_build
+from demo import traffic
+from harness import envoyctl, render_envoy
+from harness.require import require_native
 from test_envoy import HOSTILE, envoy_config, policies, raw_request
 
 ROOT = Path(__file__).resolve().parent.parent
 NS = render_envoy.NATIVE_STATS_PREFIX  # the Wasm filter's: the same names
-
-
-def require_native() -> None:
-    require_build()
-    if not render_envoy.NATIVE.is_file():
-        msg = f"not built (run `make build`): {render_envoy.NATIVE.relative_to(ROOT)}"
-        if os.environ.get("EDGESCORE_REQUIRE_BUILD"):
-            pytest.fail(msg)
-        pytest.skip(msg)
 
 
 def native_config(upstream_port: int, plugin: dict | str) -> dict:

@@ -16,11 +16,11 @@ trained model's split thresholds (parsed back from the saved file; for
 LightGBM also the neighbouring float32 values) and special values
 (+-0.0, +-1e30, +-FLT_MAX, +-inf where the library accepts it, NaN).
 
-Seed: ``EDGESCORE_PARITY_SEED`` (default: random).  It appears in every test
+Seed: ``EDGESCORE_TEST_SEED`` (default: random).  It appears in every test
 id (``[seed=N]``) and every failure message; re-run with
-``EDGESCORE_PARITY_SEED=N pytest tests/test_parity_live.py`` to reproduce.
+``EDGESCORE_TEST_SEED=N pytest tests/test_parity_live.py`` to reproduce.
 Binary: ``EDGESCORE_BIN`` (default ``<repo>/target/release/edgescore``); the
-whole module is skipped if it does not exist.
+whole module is skipped if it does not exist (under ``make test``: fails).
 """
 
 from __future__ import annotations
@@ -28,9 +28,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
-import random
 import subprocess
-import sys
 import warnings
 import zlib
 from pathlib import Path
@@ -39,20 +37,24 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from harness.require import missing, test_seed
+# The fixture generators' row builders, threshold parsers and float32-exact CSV.
+from tests.fixtures import catboost as cb_fixtures
+from tests.fixtures import common as fixtures
+from tests.fixtures import lightgbm as lgb_fixtures
+from tests.fixtures import onnx as onnx_fixtures
+from tests.fixtures import xgboost as xgb_fixtures
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
-import gen_fixtures as gf  # noqa: E402  (tests/ is on pytest's path: row builders, threshold parsers, float32-exact CSV)
 
 warnings.filterwarnings("ignore")
 
 BIN = Path(os.environ.get("EDGESCORE_BIN", REPO / "target" / "release" / "edgescore"))
 if not BIN.is_file():
-    pytest.skip(f"edgescore binary not found at {BIN} (build it with `cargo build --release` "
-                "or set EDGESCORE_BIN)", allow_module_level=True)
+    missing(f"edgescore binary not found at {BIN} (`make build` builds it; or set EDGESCORE_BIN)", module=True)
 
-_env_seed = os.environ.get("EDGESCORE_PARITY_SEED", "").strip()
-SEED = int(_env_seed) if _env_seed else random.SystemRandom().randrange(1, 2**31)
-print(f"EDGESCORE_PARITY_SEED={SEED}", file=sys.stderr)
+SEED = test_seed()
 
 # Every test takes `seed`, so the seed shows up in each test id.
 pytestmark = pytest.mark.parametrize("seed", [SEED], ids=[f"seed={SEED}"])
@@ -75,7 +77,7 @@ def _run(args, what):
     if p.returncode != 0:
         pytest.fail(f"`edgescore {' '.join(map(str, args))}` ({what}) exited {p.returncode}\n"
                     f"stderr: {p.stderr.strip()}\nstdout: {p.stdout.strip()[:2000]}\n"
-                    f"(EDGESCORE_PARITY_SEED={SEED})", pytrace=False)
+                    f"(EDGESCORE_TEST_SEED={SEED})", pytrace=False)
     return p.stdout
 
 
@@ -111,7 +113,7 @@ def assert_close(got_lines, expected, *, kind: str, what: str, rows_csv: Path, g
     if exp.ndim == 1:
         exp = exp[:, None]
     n, k = exp.shape
-    ctx = f"[{what}; EDGESCORE_PARITY_SEED={SEED}; rows: {rows_csv}]"
+    ctx = f"[{what}; EDGESCORE_TEST_SEED={SEED}; rows: {rows_csv}]"
     assert len(got_lines) == n, f"{ctx} expected {n} output lines, got {len(got_lines)}"
     widths = {len(r) for r in got_lines}
     assert widths == {k}, f"{ctx} expected {k} value(s) per line, got widths {sorted(widths)}; " \
@@ -150,16 +152,16 @@ def assert_close(got_lines, expected, *, kind: str, what: str, rows_csv: Path, g
 
 def write_rows(tmp: Path, R, cols, cat_cols=()):
     p = tmp / "rows.csv"
-    gf.write_rows(p, R, list(cols), list(cat_cols))
+    fixtures.write_rows(p, R, list(cols), list(cat_cols))
     return p
 
 
 def gauss(n_feat, nan_rate, scale=1.0):
-    return gf.gauss_sampler(n_feat, nan_rate=nan_rate, scale=scale)
+    return fixtures.gauss_sampler(n_feat, nan_rate=nan_rate, scale=scale)
 
 
 def small_rows(rng, sample, n_feat, thr, **kw):
-    return gf.build_rows(rng, sample, n_feat, thr, n_random=60, n_all_thr=25, n_single_thr=30, **kw)
+    return fixtures.build_rows(rng, sample, n_feat, thr, n_random=60, n_all_thr=25, n_single_thr=30, **kw)
 
 
 def nz(X):
@@ -243,7 +245,7 @@ def test_xgb_binary(seed, tmp_path):
                     int(rng.integers(5, 60)))
     tmp_path.joinpath("params.json").write_text(json.dumps(params))
     bst.save_model(tmp_path / "model.json")
-    R, groups = small_rows(rng, samp, n_feat, gf.xgb_thresholds(tmp_path / "model.json"),
+    R, groups = small_rows(rng, samp, n_feat, xgb_fixtures.xgb_thresholds(tmp_path / "model.json"),
                            allow_inf=False)
     _xgb_check(tmp_path, bst, R, groups, cols, task="binary")
 
@@ -263,7 +265,7 @@ def test_xgb_multiclass(seed, tmp_path):
     bst = xgb.train(params, xgb.DMatrix(pd.DataFrame(X, columns=cols), label=y),
                     int(rng.integers(3, 20)))
     bst.save_model(tmp_path / "model.json")
-    R, groups = small_rows(rng, samp, n_feat, gf.xgb_thresholds(tmp_path / "model.json"),
+    R, groups = small_rows(rng, samp, n_feat, xgb_fixtures.xgb_thresholds(tmp_path / "model.json"),
                            allow_inf=False)
     _xgb_check(tmp_path, bst, R, groups, cols, task="multiclass")
 
@@ -288,7 +290,7 @@ def test_xgb_regression(seed, objective, tmp_path):
     bst = xgb.train(params, xgb.DMatrix(pd.DataFrame(X, columns=cols), label=y),
                     int(rng.integers(5, 50)))
     bst.save_model(tmp_path / "model.json")
-    R, groups = small_rows(rng, samp, n_feat, gf.xgb_thresholds(tmp_path / "model.json"),
+    R, groups = small_rows(rng, samp, n_feat, xgb_fixtures.xgb_thresholds(tmp_path / "model.json"),
                            allow_inf=False)
     _xgb_check(tmp_path, bst, R, groups, cols, task="regression")
 
@@ -351,7 +353,7 @@ def test_xgb_categorical(seed, tmp_path):
                     int(rng.integers(5, 40)))
     bst.save_model(tmp_path / "model.json")
     cat_idx = list(range(n_num, len(cols)))
-    R, groups = small_rows(rng, samp, len(cols), gf.xgb_thresholds(tmp_path / "model.json"),
+    R, groups = small_rows(rng, samp, len(cols), xgb_fixtures.xgb_thresholds(tmp_path / "model.json"),
                            cat_cols=cat_idx, allow_inf=False)
     ftypes = ["float"] * n_num + ["c"] * len(cat_sizes)
     _xgb_check(tmp_path, bst, R, groups, cols, task="binary", ftypes=ftypes,
@@ -413,7 +415,7 @@ def _lgb_check(tmp, bst, R, groups, cols, *, task, cat_cols=()):
 
 def _lgb_rows(rng, tmp, bst, samp, n_feat, cat_idx=()):
     bst.save_model(str(tmp / "model.txt"))
-    thr = {j: gf.f32_neighbourhood(v) for j, v in gf.lgb_thresholds_f64(tmp / "model.txt").items()}
+    thr = {j: fixtures.f32_neighbourhood(v) for j, v in lgb_fixtures.lgb_thresholds_f64(tmp / "model.txt").items()}
     return small_rows(rng, samp, n_feat, thr, cat_cols=list(cat_idx), allow_inf=True, tiny=True)
 
 
@@ -423,7 +425,7 @@ def test_lgb_binary(seed, tmp_path):
     rng = rng_for(seed, "lgb_binary")
     n_feat = int(rng.integers(3, 12))
     cols = [f"f{i}" for i in range(n_feat)]
-    train_samp = gf.gauss_sampler(n_feat, nan_rate=float(rng.uniform(0, 0.2)),
+    train_samp = fixtures.gauss_sampler(n_feat, nan_rate=float(rng.uniform(0, 0.2)),
                                   nan_cols=range(int(rng.integers(0, n_feat + 1))))
 
     def samp(r, n):  # test rows: NaN anywhere, some exact zeros
@@ -524,7 +526,7 @@ def _cb_check(tmp, model, samp, n_feat, cols, rng, *, task):
     model.save_model(str(path), format="json")
     loaded = type(model)()
     loaded.load_model(str(path), format="json")
-    R, groups = small_rows(rng, samp, n_feat, gf.cb_thresholds(path), allow_inf=True)
+    R, groups = small_rows(rng, samp, n_feat, cb_fixtures.cb_thresholds(path), allow_inf=True)
     Rdf = pd.DataFrame(R, columns=cols)
     if task == "regression":
         pred = loaded.predict(Rdf)
@@ -597,13 +599,13 @@ def _onnx_check(tmp, model, X, rng, *, task, nan_rate):
     """Reference: onnxruntime on all rows (exact thresholds, specials, NaN), and the
     sklearn model itself on the random NaN-free rows."""
     n_feat = X.shape[1]
-    onx = gf._skl2onnx(model, n_feat)
+    onx = onnx_fixtures.sklearn_to_onnx(model, n_feat)
     path = tmp / "model.onnx"
     path.write_bytes(onx.SerializeToString())
     cols = [f"f{i}" for i in range(n_feat)]
     samp = gauss(n_feat, nan_rate)
-    R, groups = small_rows(rng, samp, n_feat, gf.onnx_thresholds(path), allow_inf=True)
-    outs = gf._ort_run(path, R)
+    R, groups = small_rows(rng, samp, n_feat, onnx_fixtures.onnx_thresholds(path), allow_inf=True)
+    outs = onnx_fixtures.ort_run(path, R)
     if task == "regression":
         ort_pred = np.asarray(outs["variable"]).reshape(-1)
         sk = model.predict
@@ -622,7 +624,7 @@ def _onnx_check(tmp, model, X, rng, *, task, nan_rate):
     assert_close(got, ort_pred, kind=kind, what=what + " vs onnxruntime", rows_csv=rows,
                  groups=groups)
     sub = tmp / "rows_sklearn.csv"
-    gf.write_rows(sub, R[clean], cols)
+    fixtures.write_rows(sub, R[clean], cols)
     assert_close([got[i] for i in clean], sk_pred, kind=kind, what=what + " vs sklearn (NaN-free random rows)",
                  rows_csv=sub)
 
@@ -732,7 +734,7 @@ def _train_for_gzip(kind, rng, tmp):
 
         m = RandomForestClassifier(n_estimators=5, max_depth=3, random_state=0).fit(np.nan_to_num(X), y)
         p = tmp / "model.onnx"
-        p.write_bytes(gf._skl2onnx(m, n_feat).SerializeToString())
+        p.write_bytes(onnx_fixtures.sklearn_to_onnx(m, n_feat).SerializeToString())
     return p, X, cols
 
 
@@ -750,7 +752,7 @@ def test_compile_accepts_gzip(seed, kind, tmp_path):
     expected = score(a_plain, rows)
     got = score(a_gz, rows)
     assert got == expected, f"[{kind}] gzip-compressed model scores differently from the plain file " \
-                            f"(EDGESCORE_PARITY_SEED={SEED})"
+                            f"(EDGESCORE_TEST_SEED={SEED})"
     # an explicit --format must work on the compressed file too
     fmt = {"xgboost": "xgboost", "lightgbm": "lightgbm", "catboost": "catboost", "onnx": "onnx"}[kind]
     a_fmt = compile_model(gz, tmp_path / "gz_fmt.esm", fmt=fmt, name="m")

@@ -15,10 +15,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-import gen_objective_fixtures as gobj
-import gen_onnx5_fixtures as g5
 import test_parity_live as live
-from test_parity_live import assert_close, compile_model, gauss, gf, rng_for, score, small_rows, write_rows
+from test_parity_live import assert_close, compile_model, gauss, rng_for, score, small_rows, write_rows
+from tests.fixtures import catboost as cb_fixtures
+from tests.fixtures import common as fixtures
+from tests.fixtures import lightgbm as lgb_fixtures
+from tests.fixtures import onnx as onnx_fixtures
+from tests.fixtures import xgboost as xgb_fixtures
 
 pytestmark = live.pytestmark
 
@@ -59,7 +62,7 @@ def test_xgb_vector_leaves(seed, tmp_path):
         task = "multiclass"
     bst = xgb.train(params, xgb.DMatrix(pd.DataFrame(X, columns=cols), label=Y), int(rng.integers(3, 25)))
     bst.save_model(tmp_path / "thresholds.json")
-    R, groups = small_rows(rng, samp, n_feat, gf.xgb_thresholds(tmp_path / "thresholds.json"), allow_inf=False)
+    R, groups = small_rows(rng, samp, n_feat, xgb_fixtures.xgb_thresholds(tmp_path / "thresholds.json"), allow_inf=False)
     _xgb_score(tmp_path, bst, R, groups, cols, task=task, ubj=bool(rng.random() < 0.5))
 
 
@@ -93,7 +96,7 @@ def test_xgb_objectives(seed, objective, tmp_path):
         d = xgb.DMatrix(pd.DataFrame(X, columns=cols), label=y, qid=np.repeat(np.arange(len(X) // 10 + 1), 10)[: len(X)])
     bst = xgb.train(params, d, int(rng.integers(3, 30)))
     bst.save_model(tmp_path / "thresholds.json")
-    R, groups = small_rows(rng, samp, n_feat, gf.xgb_thresholds(tmp_path / "thresholds.json"), allow_inf=False)
+    R, groups = small_rows(rng, samp, n_feat, xgb_fixtures.xgb_thresholds(tmp_path / "thresholds.json"), allow_inf=False)
     # What `predict` prints (a margin, 0/1, a class index, a hazard ratio) compares as a value.
     _xgb_score(tmp_path, bst, R, groups, cols, task="regression", ubj=bool(rng.random() < 0.5))
 
@@ -145,7 +148,7 @@ def test_lgb_linear_and_objectives(seed, objective, tmp_path):
         y, task = live.synth_binary(rng, X), "binary"
     bst = lgb.train(params, lgb.Dataset(X, y, **ds_kw), int(rng.integers(3, 40)))
     bst.save_model(str(tmp_path / "model.txt"))
-    thr = {j: gf.f32_neighbourhood(v) for j, v in gf.lgb_thresholds_f64(tmp_path / "model.txt").items()}
+    thr = {j: fixtures.f32_neighbourhood(v) for j, v in lgb_fixtures.lgb_thresholds_f64(tmp_path / "model.txt").items()}
     R, groups = small_rows(rng, samp, n_feat, thr, allow_inf=True, tiny=True)
     _lgb_score(tmp_path, bst, R, groups, cols, task=task)
 
@@ -181,7 +184,7 @@ def test_catboost_ctr_from_cbm(seed, tmp_path):
     else:
         m = cb.CatBoostRegressor(**common)
         y = signal + rng.normal(scale=0.1, size=n)
-    m.fit(gobj.cb_frame(X, cols, cat_idx), y, cat_features=[cols[j] for j in cat_idx])
+    m.fit(cb_fixtures.cb_frame(X, cols, cat_idx), y, cat_features=[cols[j] for j in cat_idx])
     path = tmp_path / "model.cbm"
     m.save_model(str(path))
     R = X[rng.integers(n, size=150)].copy()
@@ -189,7 +192,7 @@ def test_catboost_ctr_from_cbm(seed, tmp_path):
         k = rng.random(len(R))
         R[k < 0.1, j] = np.nan
         R[(k >= 0.1) & (k < 0.25), j] = sizes[j - n_num] + rng.integers(0, 1000, size=((k >= 0.1) & (k < 0.25)).sum())
-    df = gobj.cb_frame(R, cols, cat_idx)
+    df = cb_fixtures.cb_frame(R, cols, cat_idx)
     pred = m.predict(df) if kind == "regression" else m.predict_proba(df)
     if kind == "binary":
         pred = pred[:, 1]
@@ -224,11 +227,11 @@ def test_onnx_tree_ensemble_5(seed, tmp_path):
         model = GradientBoostingClassifier(n_estimators=int(rng.integers(2, 15)), max_depth=int(rng.integers(2, 5)),
                                            random_state=int(rng.integers(1 << 30))).fit(X, live.synth_multiclass(rng, X, k))
         post, aggregate = int(rng.integers(0, 3)), 1
-    onx = g5.to_v5(to_onnx(model, X[:1], target_opset={"": 18, "ai.onnx.ml": 3}), post=post, aggregate=aggregate,
+    onx = onnx_fixtures.to_v5(to_onnx(model, X[:1], target_opset={"": 18, "ai.onnx.ml": 3}), post=post, aggregate=aggregate,
                    member=member, n_codes=n_codes)
     path = tmp_path / "model.onnx"
     path.write_bytes(onx.SerializeToString())
-    R, groups = small_rows(rng, gauss(n_feat, 0.05), n_feat, g5.thresholds(onx), allow_inf=True)
+    R, groups = small_rows(rng, gauss(n_feat, 0.05), n_feat, onnx_fixtures.v5_thresholds(onx), allow_inf=True)
     if member is not None:
         R[:, member] = np.where(np.isfinite(R[:, member]), np.round(R[:, member] * 3), R[:, member])
     s = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])

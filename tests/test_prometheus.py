@@ -29,11 +29,13 @@ import numpy as np
 import pytest
 import yaml
 
-from demo import registry as demo_registry
-from demo import render_envoy, traffic
-from envoy_harness import Running, require_build
-from prometheus_harness import Prometheus, finite
-from scripted_nlp import HANG, ScriptedNlp
+from demo import traffic
+from harness import client, render_envoy
+from harness import registry as demo_registry
+from harness.prometheus import Prometheus, finite
+from harness.require import require_build
+from harness.running import Running
+from harness.scripted_nlp import HANG, ScriptedNlp
 from test_envoy import MODELS, envoy_config, header
 from test_registry_envoy import edgescore_bin
 
@@ -59,11 +61,11 @@ ANSWERS = {
 }
 
 
-def chat_message(name: str, text: str) -> traffic.DemoRequest:
+def chat_message(name: str, text: str) -> client.Request:
     return traffic.chat(name, "text", json.dumps({"channel": "general", "message": text}).encode())
 
 
-def traffic_mix() -> list[traffic.DemoRequest]:
+def traffic_mix() -> list[client.Request]:
     """Browser-like and bot-like requests, chat posts for every verdict, two failing calls."""
     return [*traffic.requests(), *traffic.chat_requests(), chat_message("nlp hangs", HANG_TEXT),
             chat_message("nlp fails", FAIL_TEXT)]
@@ -176,7 +178,7 @@ def scrape_config(admin: str) -> dict:
     return {"global": {"scrape_interval": f"{SCRAPE_S}s", "evaluation_interval": f"{SCRAPE_S}s"}, "scrape_configs": [job]}
 
 
-def answered_by(running: Running, upstream, req: traffic.DemoRequest) -> str:
+def answered_by(running: Running, upstream, req: client.Request) -> str:
     """The score header the upstream got for `req` (sent now)."""
     upstream.take()
     assert running.send(req).status == 200

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from harness.require import missing, module
+
 REPO = Path(__file__).resolve().parent.parent
 BIN = Path(os.environ.get("EDGESCORE_BIN", REPO / "target" / "release" / "edgescore"))
 EXAMPLE = REPO / "models" / "example"
@@ -24,9 +26,7 @@ CONTEXT = b"edgescore-manifest-v1\0"
 PAYLOAD_TYPE = "application/vnd.edgescore.manifest.v1+json"
 
 if not BIN.is_file():
-    if os.environ.get("EDGESCORE_REQUIRE_BUILD"):
-        raise RuntimeError(f"edgescore binary not found at {BIN} (EDGESCORE_REQUIRE_BUILD is set)")
-    pytest.skip(f"edgescore binary not found at {BIN}", allow_module_level=True)
+    missing(f"edgescore binary not found at {BIN}", module=True)
 
 
 def run(*args: str | Path) -> subprocess.CompletedProcess:
@@ -244,7 +244,7 @@ def test_hash_key_id(tmp_path, artifacts, keys):
 def test_signature_is_over_the_context_and_payload(tmp_path, artifacts, keys):
     """An independent Ed25519 implementation accepts the signature over exactly
     b"edgescore-manifest-v1\\0" + payload bytes (docs/registry.md)."""
-    ed = pytest.importorskip("cryptography.hazmat.primitives.asymmetric.ed25519")
+    ed = module("cryptography.hazmat.primitives.asymmetric.ed25519")
     reg = tmp_path / "registry"
     publish(artifacts["a"], reg, keys["key"])
     env = envelope(reg)
@@ -366,7 +366,7 @@ def test_every_tampered_byte_is_found(registry, keys, tmp_path):
 def test_resigned_payload_changes_are_found(registry, keys, tmp_path):
     """Someone holding the key but editing the manifest by hand (a wrong schema hash, a
     golden output, an unknown field) is still caught by the artifact and manifest checks."""
-    ed = pytest.importorskip("cryptography.hazmat.primitives.asymmetric.ed25519")
+    ed = module("cryptography.hazmat.primitives.asymmetric.ed25519")
     seed = base64.b64decode(json.loads(keys["key"].read_text())["secret"])
     signer = ed.Ed25519PrivateKey.from_private_bytes(seed)
 

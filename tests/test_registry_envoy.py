@@ -27,9 +27,11 @@ from pathlib import Path
 
 import pytest
 
-from demo import envoyctl, render_envoy, traffic
-from demo.registry import RegistryServer
-from envoy_harness import Running, require_build
+from demo import traffic
+from harness import envoyctl, render_envoy
+from harness.registry import RegistryServer
+from harness.require import require_build, require_native
+from harness.running import Running
 from models import feature_log
 from test_envoy import MODELS, envoy_config, header, scores_of
 from test_feature_log import cli_scores
@@ -113,12 +115,10 @@ class Registry:
 
 @pytest.fixture(scope="module", params=["wasm", "native"])
 def kind(request) -> str:
-    require_build()
-    if request.param == "native" and not render_envoy.NATIVE.is_file():
-        msg = f"not built (run `make build`): {render_envoy.NATIVE}"
-        if os.environ.get("EDGESCORE_REQUIRE_BUILD"):
-            pytest.fail(msg)
-        pytest.skip(msg)
+    if request.param == "native":
+        require_native()
+    else:
+        require_build()
     return request.param
 
 
@@ -225,8 +225,8 @@ def test_both_workers_take_v1_then_v2(envoy, registry, upstream, tmp_path):
     t0 = time.monotonic()
     registry.publish(registry.artifacts["bot-v2"])
     wait_for("both workers to take v2", lambda: stat(envoy, "swaps") >= before + WORKERS)
-    # The poll period plus the workers' check and copy.
-    assert time.monotonic() - t0 < 2 * POLL_SECONDS + 3
+    # A few poll periods plus the workers' check and copy, on a loaded machine too.
+    assert time.monotonic() - t0 < 4 * POLL_SECONDS + 5
     serving(envoy, upstream, 2)
     assert stat(envoy, "copy_faults") == 0
     assert stat(envoy, "version.bot") == 2

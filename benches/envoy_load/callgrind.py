@@ -37,7 +37,8 @@ from tqdm import tqdm
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 from benches.envoy_load import run  # noqa: E402
-from demo import envoyctl, render_envoy, traffic  # noqa: E402
+from demo import traffic  # noqa: E402
+from harness import envoyctl, render_envoy  # noqa: E402
 
 
 def config(variant: str) -> dict:

@@ -15,12 +15,14 @@ import json
 import tempfile
 from pathlib import Path
 
+from harness import render_envoy
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 EXAMPLE = ROOT / "models" / "example"
 CACHE = ROOT / "target" / "envoy-bench-onnx"
-# name -> the trained model in its library's format (the Makefile's EXAMPLE_MODELS).
-SOURCES = {"bot": EXAMPLE / "bot.json", "scanner": EXAMPLE / "scanner.txt", "abuse": EXAMPLE / "abuse.json"}
+# name -> the trained model in its library's format (models/example/models.txt).
+SOURCES = {e.policy.name: e.source for e in render_envoy.EXAMPLES}
 LIBRARIES = ("onnx", "onnxmltools", "xgboost-cpu", "lightgbm", "catboost")
 
 

@@ -21,14 +21,15 @@ import numpy as np
 
 from benches.envoy_load import onnx_models
 from benches.envoy_load.ort_sidecar import Scorer
-from demo import render_envoy, traffic
+from demo import traffic
+from harness import client, render_envoy
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 SCHEMA = ROOT / "models" / "example" / "schema.json"
 TOLERANCE = 1e-5
 
 
-def filter_view(r: traffic.DemoRequest) -> list[tuple[str, str]]:
+def filter_view(r: client.Request) -> list[tuple[str, str]]:
     """The header map the filter reads for `r` sent over HTTP/1.1: pseudo-headers, the client's
     headers (`host` became `:authority`, `connection` is hop-by-hop), and the two Envoy adds."""
     pairs = [(":authority", traffic.SITE), (":path", r.path), (":method", r.method), (":scheme", "http")]

@@ -52,7 +52,8 @@ from tqdm import tqdm
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 from benches.envoy_load import sidecars  # noqa: E402
-from demo import envoyctl, render_envoy, traffic  # noqa: E402
+from demo import traffic  # noqa: E402
+from harness import envoyctl, render_envoy  # noqa: E402
 
 NOOP_TARGET = ROOT / "target" / "envoy-bench-noop"
 NOOP_WASM = NOOP_TARGET / "wasm32-wasip1" / "release" / "edgescore_noop_filter.wasm"

@@ -19,7 +19,7 @@ import sys
 import time
 from pathlib import Path
 
-from demo import envoyctl
+from harness import envoyctl
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent

@@ -22,7 +22,7 @@ from pathlib import Path
 import yaml
 
 from benches.nlp_load import cpu_meter
-from demo.loopback import free_port
+from harness.loopback import free_port
 from nlp.app_spec import DEFAULT_CONFIG_PATH
 
 REPO = Path(__file__).resolve().parents[2]

@@ -5,7 +5,7 @@
 Starts the NLP service (nlp.run, its own Ray head, a free loopback port, the shipped settings
 but a 1 ms cache TTL, so that the repeated messages reach the model every time)
 and one Envoy with envoy.yaml's configuration (the example models and the shipped `text`
-section, demo/render_envoy.py), its `nlp` cluster pointed at the service and every route
+section, harness/render_envoy.py), its `nlp` cluster pointed at the service and every route
 answered by Envoy itself (`direct_response`, so no backend shares the CPU or the measurement).
 Then, one request at a time on a kept-alive connection, for the chat messages of
 nlp/data/messages.jsonl in a fixed order:
@@ -45,8 +45,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 from benches.nlp_load import overload  # noqa: E402
 from benches.nlp_load.service_under_test import config_file  # noqa: E402
-from demo import envoyctl, render_envoy, traffic  # noqa: E402
-from demo.loopback import free_port  # noqa: E402
+from demo import traffic  # noqa: E402
+from harness import envoyctl, render_envoy  # noqa: E402
+from harness.loopback import free_port  # noqa: E402
 
 MESSAGES = REPO / "nlp" / "data" / "messages.jsonl"
 

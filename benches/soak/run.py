@@ -49,10 +49,10 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 from benches.soak.relay import Relay  # noqa: E402
 from benches.soak.traffic_mix import Outcome, mix  # noqa: E402
-from demo import backend as demo_backend  # noqa: E402
-from demo import envoyctl, render_envoy  # noqa: E402
-from demo.registry import RegistryServer, manifest, publish  # noqa: E402
 from demo.run import NlpService  # noqa: E402
+from harness import backend as demo_backend  # noqa: E402
+from harness import envoyctl, render_envoy  # noqa: E402
+from harness.registry import RegistryServer, manifest, publish  # noqa: E402
 from nlp.local_service import read_state  # noqa: E402
 from nlp.process_session import session_processes  # noqa: E402
 from tqdm import tqdm  # noqa: E402
@@ -237,7 +237,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def envoyctl_free_port() -> int:
-    from demo.loopback import free_port
+    from harness.loopback import free_port
     return free_port()
 
 

@@ -11,6 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from demo import traffic
+from harness import client
 
 # Hostile requests as raw bytes (Envoy's codec answers some of them itself, 4xx).
 HOSTILE = [
@@ -31,7 +32,7 @@ class Outcome:
     kind: str  # tree, text, big body, hostile
 
 
-def _chat(text: str) -> traffic.DemoRequest:
+def _chat(text: str) -> client.Request:
     return traffic.chat("soak chat", "text", json.dumps({"message": text, "channel": "general"}).encode())
 
 
@@ -85,7 +86,7 @@ def _one(port: int, kind: str, req, sent_at: float, out: list[Outcome], lock: th
         if kind == "hostile":
             status = _raw(port, req)
         else:
-            resp = traffic.send("127.0.0.1", port, req, timeout=15)
+            resp = client.send("127.0.0.1", port, req, timeout=15)
             status, headers = resp.status, {k.lower(): v for k, v in resp.headers}
     except (OSError, ValueError, IndexError) as e:
         status, headers = None, {"error": type(e).__name__}

@@ -6,8 +6,8 @@
 
 A real Envoy (`--concurrency 2`) with the edgescore filter on reference-size models (300 trees
 of depth 6 each, target/bench-models, `make bench-models`) answers every request itself (a
-`direct_response` route: no upstream shares the CPU). `oha` (crates.io; installed under
-target/tools on first use) sends an open-loop, constant-rate load — half of what this Envoy
+`direct_response` route: no upstream shares the CPU). `oha` (crates.io; `make bench-swap`
+installs it under target/tools) sends an open-loop, constant-rate load — half of what this Envoy
 answers closed-loop here, measured first — with coordinated-omission correction, and records
 every request (start, corrected start, end, status) in SQLite, from which the percentiles and
 the per-second p999 are computed. Three runs of `--duration` seconds each, after a 5 s warm-up,
@@ -51,15 +51,14 @@ from tqdm import tqdm
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
-from demo import envoyctl, render_envoy  # noqa: E402
-from demo.loopback import free_port  # noqa: E402
-from demo.registry import RegistryServer  # noqa: E402
+from harness import envoyctl, render_envoy  # noqa: E402
+from harness.loopback import free_port  # noqa: E402
+from harness.registry import RegistryServer  # noqa: E402
 
 CLI = ROOT / "target" / "release" / "edgescore"
 BENCH_MODELS = ROOT / "target" / "bench-models"
 SCHEMA = ROOT / "models" / "example" / "schema.json"
-OHA_VERSION = "1.16.0"
-OHA = ROOT / "target" / "tools" / "bin" / "oha"
+OHA = ROOT / "target" / "tools" / "bin" / "oha"  # `make bench-swap` installs it there
 CONNECTIONS = 32
 SWAPS = "wasmcustom.edgescore.registry.swaps"
 WORKERS = 2
@@ -74,12 +73,10 @@ def cli(*args) -> str:
     return p.stdout
 
 
-def ensure_oha() -> Path:
-    if not OHA.is_file():
-        print(f"installing oha {OHA_VERSION} into {OHA.parent.parent} (once) ...", flush=True)
-        subprocess.run(["cargo", "install", "oha", "--version", OHA_VERSION, "--locked", "--root", str(OHA.parent.parent)],
-                       check=True)
-    return OHA
+def find_oha(path: Path) -> Path:
+    if not path.is_file():
+        raise SystemExit(f"no oha at {path}: run `make bench-swap`, which installs it")
+    return path
 
 
 def artifacts(work: Path) -> dict[str, Path]:
@@ -119,7 +116,7 @@ class Bench:
     def __init__(self, args, work: Path):
         self.args, self.work = args, work
         self.arts = artifacts(work)
-        self.oha = ensure_oha()
+        self.oha = find_oha(args.oha)
         cli("keygen", "-o", work / "bench")
         self.registry = work / "registry"
         self.registry.mkdir()
@@ -401,6 +398,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rss-swaps", type=int, default=600)
     ap.add_argument("--native", action="store_true", help="the native module instead of the .wasm")
     ap.add_argument("--write-readme", action="store_true")
+    ap.add_argument("--oha", type=Path, default=OHA, help=f"the oha binary (default: {OHA.relative_to(ROOT)})")
     args = ap.parse_args(argv)
     t0 = time.monotonic()
     if not CLI.is_file():

@@ -5,7 +5,7 @@ the timeout + 5 ms, counted").
     .venv/bin/python -m benches.text_failure.run [--requests 40] [--json out.json] [--write-readme]
 
 One real Envoy (envoy.yaml's configuration: the text path on, `text.timeout_ms` 500, fail open)
-in front of a recording backend (demo/backend.py), its `nlp` cluster pointed in turn at a
+in front of a recording backend (harness/backend.py), its `nlp` cluster pointed in turn at a
 service that fails in one way:
   hang      accepts connections and never answers (Envoy's call times out: a 504 local reply)
   garbage   answers 200 with a body that is not a verdict, at once
@@ -37,9 +37,10 @@ from tqdm import tqdm
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
-from demo import backend as demo_backend  # noqa: E402
-from demo import envoyctl, render_envoy, traffic  # noqa: E402
-from demo.loopback import SilentServer  # noqa: E402
+from demo import traffic  # noqa: E402
+from harness import backend as demo_backend  # noqa: E402
+from harness import client, envoyctl, render_envoy  # noqa: E402
+from harness.loopback import SilentServer  # noqa: E402
 
 MODES = ("hang", "garbage", "error", "refused")
 
@@ -87,19 +88,19 @@ def envoy_config(backend_port: int, nlp_port: int) -> dict:
     return cfg
 
 
-def chat() -> traffic.DemoRequest:
+def chat() -> client.Request:
     body = json.dumps({"message": "you are a worthless idiot and everyone hates you", "channel": "general"}).encode()
     return traffic.chat("chat", "bench", body, "application/json", "/api/chat/messages")
 
 
-def baseline() -> traffic.DemoRequest:
+def baseline() -> client.Request:
     """The same request as a GET: the text path does not take it, the rest is the same."""
     return dataclasses.replace(chat(), method="GET", body=b"")
 
 
-def timed(port: int, req: traffic.DemoRequest) -> tuple[int, float]:
+def timed(port: int, req: client.Request) -> tuple[int, float]:
     t0 = time.perf_counter()
-    resp = traffic.send("127.0.0.1", port, req)
+    resp = client.send("127.0.0.1", port, req)
     return resp.status, time.perf_counter() - t0
 
 

@@ -73,10 +73,9 @@ def test_a_full_queue_refuses_at_once(gated):
     batcher.submit("running now")
     assert gated.running.wait(10)
     queued = [batcher.submit(f"queued {i}")[0] for i in range(3)]
-    started = time.monotonic()
+    # Refused without waiting for room: the gate that frees it stays shut until after.
     with pytest.raises(Overloaded):
         batcher.submit("one too many")
-    assert time.monotonic() - started < 0.05
     gated.gate.set()
     assert all(future.result(10).label for future in queued)
     batcher.submit("room again")[0].result(10)  # the queue drained: admitted

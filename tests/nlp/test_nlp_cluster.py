@@ -14,7 +14,7 @@ What runs, all on this machine:
   the replicas' own listener.
 
 The cluster itself (nodes in sessions of their own, the dashboard, the Ray quirks met on the
-way) is tests/nlp/ray_cluster.py.
+way) is harness/ray_cluster.py.
 """
 
 from __future__ import annotations
@@ -35,11 +35,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from demo import render_envoy, traffic
-from demo.loopback import free_port
-from envoy_harness import require_build
+from demo import traffic
+from harness import client, render_envoy
+from harness.loopback import free_port
+from harness.require import require_build
 from nlp.config import ServiceConfig
-from ray_cluster import (APP, BIN, Cluster, Dashboard, RayNode, app_summary, get_json, keep_logs, running_replicas, score,
+from harness.ray_cluster import (APP, BIN, Cluster, Dashboard, RayNode, app_summary, get_json, keep_logs, running_replicas, score,
                          wait_for)
 
 REPO = Path(__file__).resolve().parents[2]
@@ -303,7 +304,7 @@ class EnvoyStream(threading.Thread):
             body = json.dumps({"message": f"{TEXTS[i % 3]} #{i}", "channel": "general"}).encode()
             t0 = time.monotonic()
             try:
-                status: int | None = traffic.send("127.0.0.1", self.port, traffic.chat("cluster", "ok", body)).status
+                status: int | None = client.send("127.0.0.1", self.port, traffic.chat("cluster", "ok", body)).status
             except OSError:
                 status = None
             self.sent.append((i, status, t0, time.monotonic() - t0))

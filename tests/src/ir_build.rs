@@ -1,7 +1,7 @@
 //! Building small models by hand in the compiler's IR, and checking an artifact written from one
 //! against the IR's own reference reading, for the tests of one writer rule at a time.
 
-use edgescore_compile::ir::{FeatureDef, FeatureKind, Link, ModelIr, Node, Task, Test, Tree};
+use edgescore_compile::ir::{Aggregate, FeatureDef, FeatureKind, Link, ModelIr, Node, SourceFormat, Task, Test, Tree};
 use edgescore_core::artifact::layout::{Header, HEADER_LEN};
 use edgescore_core::Model;
 
@@ -21,6 +21,24 @@ pub fn classifier(name: &str, features: Vec<FeatureDef>, trees: Vec<Tree>, n_out
         m.objective = "multi:softprob".into();
     }
     m
+}
+
+/// A regression of `trees` over `n_features` numeric features, summed with a base score of 0.25
+/// per output and no link: its margins are the trees' leaf sums + 0.25.
+pub fn regression(trees: Vec<Tree>, n_features: usize, n_outputs: usize) -> ModelIr {
+    ModelIr {
+        name: "random".into(),
+        version: "0".into(),
+        source: SourceFormat::Onnx,
+        objective: "test".into(),
+        task: Task::Regression,
+        link: Link::Identity,
+        aggregate: Aggregate::Sum,
+        base_score: vec![0.25; n_outputs],
+        features: numeric(n_features),
+        ctrs: Vec::new(),
+        trees,
+    }
 }
 
 pub fn split(feature: u32, test: Test, missing_yes: bool, yes: u32, no: u32) -> Node {

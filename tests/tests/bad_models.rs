@@ -7,6 +7,7 @@ use edgescore_compile::write::write;
 use edgescore_core::artifact::checksum;
 use edgescore_compile::ir::{self, Aggregate, FeatureDef, FeatureKind, Link, ModelIr, SourceFormat, Task, Test, Tree};
 use edgescore_core::{ArtifactError, Model};
+use edgescore_tests::random_ir::{test_seed, Rng};
 
 /// A small model that uses every section: numeric, categorical and EQ splits.
 fn sample_model() -> Vec<u8> {
@@ -217,23 +218,24 @@ fn non_finite_leaf() {
 
 #[test]
 fn random_garbage_never_panics() {
-    // Deterministic xorshift; garbage with a valid header and checksum reaches every check.
-    let mut s = 0x9e3779b97f4a7c15u64;
+    // Garbage with a valid header and checksum reaches every check; a panic names the seed
+    // (EDGESCORE_TEST_SEED) and the round that reproduce it.
+    let seed = test_seed(0x9e3779b97f4a7c15);
+    let mut rng = Rng::new(seed);
     let base = sample_model();
-    for _ in 0..20_000 {
+    for round in 0..20_000 {
         let mut b = base.clone();
         for _ in 0..4 {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
+            let s = rng.next();
             let at = 64 + (s as usize % (b.len() - 64));
             b[at] = (s >> 32) as u8;
         }
         reseal(&mut b);
-        if let Ok(m) = Model::load(&b) {
+        let loaded = std::panic::catch_unwind(|| Model::load(&b).map(|m| {
             let mut out = [0f32; 1];
             let _ = m.ensemble().score(&[f32::NAN, 1e30, -3.0], &mut out);
-        }
+        }));
+        assert!(loaded.is_ok(), "seed {seed} round {round} panicked");
     }
 }
 

@@ -7,11 +7,12 @@
 //! requests on the tree path must not reach the guest's system allocator.
 //!
 //! `EDGESCORE_HOSTILE_REQUESTS` sets how many (default 20,000, what `make test` runs; `make
-//! hostile-drive` runs 1,000,000) and `EDGESCORE_HOSTILE_SEED` the generator's seed:
-//! a failure prints both, and the seed and request number reproduce it.
+//! hostile-drive` runs 1,000,000) and `EDGESCORE_TEST_SEED` the generator's seed: a failure
+//! prints both, and the seed and request number reproduce it.
 
 use edgescore_proxy_host::{cargo::filter_wasm, Action, Host, HostOptions, Stream, Vm};
 use edgescore_tests::filter_models::{artifact, base64, step_model};
+use edgescore_tests::random_ir::test_seed;
 
 /// SplitMix64: a seedable generator whose sequence is fixed forever (a crate's could change
 /// between versions, and a reproducer is a seed and a request number).
@@ -218,7 +219,7 @@ fn drive(rng: &mut Rng, vm: &mut Vm) -> anyhow::Result<bool> {
 #[test]
 fn hostile_requests_never_trap_are_always_answered_and_never_allocate_on_the_tree_path() {
     let n: u64 = std::env::var("EDGESCORE_HOSTILE_REQUESTS").ok().and_then(|v| v.parse().ok()).unwrap_or(20_000);
-    let seed: u64 = std::env::var("EDGESCORE_HOSTILE_SEED").ok().and_then(|v| v.parse().ok()).unwrap_or(0x5eed);
+    let seed = test_seed(0x5eed);
     let host = Host::with_options(
         filter_wasm().unwrap(),
         HostOptions { clusters: vec!["nlp".into()], allow_on_headers_stop_iteration: true, ..Default::default() },

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The demo backend: a tiny HTTP server that answers every request with what it received.
 
-    python demo/backend.py [--host 127.0.0.1] [--port 8081]
+    python harness/backend.py [--host 127.0.0.1] [--port 8081]
 
 The JSON reply has the method, the path, the edgescore headers the filter added
 (`x-edgescore`, `x-edgescore-decision`) and every header as received, so the demo (and a

@@ -15,11 +15,11 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
-import pytest
 import yaml
 
-from demo import envoyctl
-from demo.loopback import free_port
+from harness import envoyctl
+from harness.loopback import free_port
+from harness.require import missing
 
 
 def prometheus_binary() -> str:
@@ -27,10 +27,7 @@ def prometheus_binary() -> str:
     (EDGESCORE_REQUIRE_BUILD=1, after `make system-tools`) a failure."""
     found = os.environ.get("EDGESCORE_PROMETHEUS") or shutil.which("prometheus")
     if not found:
-        msg = "no prometheus binary (run `make system-tools`: Debian's prometheus package)"
-        if os.environ.get("EDGESCORE_REQUIRE_BUILD"):
-            pytest.fail(msg)
-        pytest.skip(msg)
+        missing("no prometheus binary (run `make system-tools`: Debian's prometheus package)")
     return found
 
 

@@ -2,7 +2,7 @@
 """The demo's model registry (docs/registry.md): `target/registry`, written by the real
 `edgescore publish` with the demo key (demo/keys/), served on loopback by Python's http.server.
 
-    python3 -m demo.registry --cli target/release/edgescore   # publish what changed
+    python3 -m harness.registry --cli target/release/edgescore   # publish what changed
 
 `publish_examples` publishes each example model (target/models/<name>.esm) whose bytes differ
 from the version the manifest serves, so running it twice publishes nothing the second time.
@@ -26,7 +26,7 @@ import sys
 import threading
 from pathlib import Path
 
-from demo.render_envoy import DEMO_PUB, EXAMPLE_MODELS, HASH_KEY_FILE, ROOT
+from harness.render_envoy import DEMO_PUB, EXAMPLE_MODELS, HASH_KEY_FILE, ROOT
 
 REGISTRY_DIR = ROOT / "target" / "registry"
 DEMO_KEY = DEMO_PUB.with_suffix(".key")

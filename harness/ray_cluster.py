@@ -52,7 +52,7 @@ from typing import Any
 
 from nlp.process_session import ProcessInfo, session_processes, terminate_session
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 APP = "edgescore-nlp"
 DEPLOYMENT = "TextScorer"

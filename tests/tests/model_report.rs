@@ -1,8 +1,8 @@
 //! The HTML report's numbers against a recount from the IR the artifact was compiled from, and
 //! its escaping of what a model file may name.
 
-mod common;
-use common::*;
+use edgescore_tests::ir_build::regression;
+use edgescore_tests::random_ir::{random_tree, test_seed, Rng};
 use edgescore_compile::ir::{FeatureDef, FeatureKind, Level, ModelIr, Node, Test, Tree};
 use edgescore_compile::readers::gain::{FeatureGain, GainRecord};
 use edgescore_compile::report::{self, Gain, Origin, ReportError, Rows};
@@ -50,16 +50,16 @@ fn oblivious(features: [u32; 3], rng: &mut Rng) -> Tree {
 }
 
 fn random_model(seed: u64) -> ModelIr {
-    let mut rng = Rng(seed);
+    let mut rng = Rng::new(seed);
     let mut trees: Vec<Tree> = (0..60).map(|_| random_tree(&mut rng, 7, 6, 0)).collect();
     trees.push(oblivious([1, 4, 6], &mut rng));
     trees.push(Tree { output: 0, nodes: vec![Node::Leaf { value: 0.5 }] });
-    model(trees, 7, 1)
+    regression(trees, 7, 1)
 }
 
 #[test]
 fn split_counts_shape_and_thresholds_match_a_recount_from_the_ir() {
-    for seed in [3, 41, 977] {
+    for seed in [test_seed(3), 41, 977] {
         let ir = random_model(seed);
         let model = Model::load(&write(&ir).unwrap()).unwrap();
         let r = report::build(&model.ensemble(), Origin::Artifact, None).unwrap();
@@ -172,7 +172,7 @@ fn tags(html: &str) -> Vec<&str> {
 fn score_distribution_of_known_rows() {
     // One split: x < 0.5 → 1.0, else 3.0; margins add the base 0.25; identity link.
     let tree = Tree { output: 0, nodes: vec![Node::Split { feature: 0, test: Test::Lt(0.5), missing_yes: true, yes: 1, no: 2 }, Node::Leaf { value: 1.0 }, Node::Leaf { value: 3.0 }] };
-    let ir = model(vec![tree], 1, 1);
+    let ir = regression(vec![tree], 1, 1);
     let model = Model::load(&write(&ir).unwrap()).unwrap();
     let rows: Vec<Vec<f32>> = [0.0, 0.1, 1.0, 2.0, 7.0, f32::NAN].iter().map(|&x| vec![x]).collect();
     let r = report::build(&model.ensemble(), Origin::Artifact, Some(Rows { source: "rows.csv", rows: &rows })).unwrap();

@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
 """Render the Envoy configurations.
 
-    python -m demo.render_envoy            # writes envoy.yaml and demo/envoy.compose.yaml
-    python -m demo.render_envoy --check    # exit 1 if either file is stale
+    python -m harness.render_envoy            # writes envoy.yaml and demo/envoy.compose.yaml
+    python -m harness.render_envoy --check    # exit 1 if either file is stale
 
 `envoy.yaml` (repository root) names the example models and their policies; the models
 themselves come from the signed model registry (docs/registry.md) the demo serves on
-127.0.0.1:8082 (`target/registry`, demo/registry.py), so a model update never changes it. It is
+127.0.0.1:8082 (`target/registry`, harness/registry.py), so a model update never changes it. It is
 rendered from TEMPLATE (with its compose variant) and only changes when the template, the
 policies or the demo key change; `tests/test_envoy.py::test_envoy_yaml_is_current` checks it.
 
@@ -39,7 +39,8 @@ HASH_KEY_FILE = ROOT / "models" / "example" / "hash_key.txt"
 
 @dataclass(frozen=True)
 class ModelPolicy:
-    """One example model: its artifact under target/models and what its score triggers."""
+    """One model of the configuration: its artifact under target/models and what its score
+    triggers."""
 
     name: str
     threshold: float
@@ -52,12 +53,35 @@ class ModelPolicy:
         return MODELS_DIR / f"{self.name}.esm"
 
 
-# THE list of example models (order = configuration order = order in the score header).
-EXAMPLE_MODELS: tuple[ModelPolicy, ...] = (
-    ModelPolicy("bot", 0.9, "block", 403, "blocked by edgescore\n"),
-    ModelPolicy("scanner", 0.8, "block", 403, "blocked by edgescore\n"),
-    ModelPolicy("abuse", 0.5, "tag"),
-)
+@dataclass(frozen=True)
+class ExampleModel:
+    """A line of models/example/models.txt: an example model, where it was trained and its policy."""
+
+    policy: ModelPolicy
+    source: Path  # the trained model, in its library's format
+    library: str  # xgboost | lightgbm | catboost
+
+
+# THE list of example models (the Makefile compiles the same file's lines).
+EXAMPLE_LIST = ROOT / "models" / "example" / "models.txt"
+BLOCK_BODY = "blocked by edgescore\n"
+
+
+def read_example_list(path: Path = EXAMPLE_LIST) -> tuple[ExampleModel, ...]:
+    out = []
+    for line in path.read_text().splitlines():
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        name, source, library, threshold, action, status = line.split()
+        policy = ModelPolicy(name, float(threshold), action, None if status == "-" else int(status),
+                             BLOCK_BODY if action == "block" else None)
+        out.append(ExampleModel(policy, path.parent / source, library))
+    return tuple(out)
+
+
+EXAMPLES: tuple[ExampleModel, ...] = read_example_list()
+# Their policies, in configuration order (= order in the score header).
+EXAMPLE_MODELS: tuple[ModelPolicy, ...] = tuple(e.policy for e in EXAMPLES)
 
 
 # The text path (docs/configuration.md, `text`): qualifying request bodies go to the NLP
@@ -164,7 +188,7 @@ TEMPLATE = """\
 # The models are not in this file: the filter names them and sets what each score triggers,
 # and a singleton service VM (bootstrap_extensions, below) fetches the signed models from the
 # registry (docs/registry.md; the demo serves target/registry on 127.0.0.1:8082). Publishing a
-# model never touches this file. Rendered by demo/render_envoy.py (`make envoy-yaml`) with its
+# model never touches this file. Rendered by harness/render_envoy.py (`make envoy-yaml`) with its
 # docker compose variant, demo/envoy.compose.yaml.
 
 static_resources:
@@ -256,7 +280,7 @@ __PLUGIN_JSON__
                 route: {cluster: backend, timeout: 5s}
 
   clusters:
-  # The demo backend (demo/backend.py): echoes what it received, edgescore headers included.
+  # The demo backend (harness/backend.py): echoes what it received, edgescore headers included.
   - name: backend
     type: __BACKEND_TYPE__
     connect_timeout: 1s
@@ -301,7 +325,7 @@ __PLUGIN_JSON__
             address:
               socket_address: {address: __NLP_ADDRESS__, port_value: __NLP_PORT__}
 
-  # The model registry: any static HTTP server (nginx, a bucket); the demo's is demo/registry.py.
+  # The model registry: any static HTTP server (nginx, a bucket); the demo's is harness/registry.py.
   - name: registry
     type: __REGISTRY_TYPE__
     connect_timeout: 1s
@@ -365,7 +389,7 @@ stats_config:
 
 COMPOSE_HEADER = """\
 # The same configuration for docker-compose.yml (GENERATED with envoy.yaml by
-# demo/render_envoy.py; do not edit). Differences from envoy.yaml, all because Envoy runs in its
+# harness/render_envoy.py; do not edit). Differences from envoy.yaml, all because Envoy runs in its
 # own container there:
 # - the listener and admin bind 0.0.0.0 inside the container; compose publishes them on the
 #   host's 127.0.0.1 only;
@@ -538,7 +562,7 @@ def to_native(cfg: dict[str, Any]) -> dict[str, Any]:
 
 # The `root_id` that makes a VM of the .wasm the registry poller (filter/src/root.rs).
 REGISTRY_ROOT_ID = "edgescore_registry"
-# Where envoy.yaml expects the registry (demo/registry.py serves target/registry there).
+# Where envoy.yaml expects the registry (harness/registry.py serves target/registry there).
 REGISTRY_PORT = 8082
 # The demo polls often so that a live update shows within seconds; 10-60 s suits production.
 REGISTRY_POLL_SECONDS = 2

@@ -1,10 +1,9 @@
 //! f64 thresholds (LightGBM, ONNX doubles) against f32 inputs: every f32 around a threshold
 //! takes the branch the f64 comparison takes, for every comparison operator.
 
-mod common;
-use common::*;
 use edgescore_compile::ir::{Node, Test, Tree};
 use edgescore_compile::write::write;
+use edgescore_tests::ir_build::regression;
 use edgescore_core::Model;
 
 fn one_split(test: Test, missing_yes: bool) -> Tree {
@@ -40,7 +39,7 @@ fn every_operator_at_awkward_thresholds() {
         for test in tests {
             for missing_yes in [false, true] {
                 let tree = one_split(test.clone(), missing_yes);
-                let ir = model(vec![tree.clone()], 1, 1);
+                let ir = regression(vec![tree.clone()], 1, 1);
                 let m = Model::load(&write(&ir).unwrap()).unwrap();
                 for x in neighbourhood(t) {
                     let mut got = [0f64];

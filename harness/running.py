@@ -1,5 +1,5 @@
-"""What the Python tests that run the filter share: the build check, a recording upstream and a
-started Envoy's handle (the fixtures that start them are in conftest.py).
+"""What the Python tests that run the filter share: a recording upstream and a started Envoy's
+handle (the fixtures that start them are in tests/conftest.py).
 
 Every server here binds 127.0.0.1; tests stop what they start, by PID.
 """
@@ -7,28 +7,13 @@ Every server here binds 127.0.0.1; tests stop what they start, by PID.
 from __future__ import annotations
 
 import json
-import os
 import threading
 import time
 from pathlib import Path
 
-import pytest
-
-from demo import backend as demo_backend
-from demo import envoyctl, render_envoy, traffic
+from harness import backend, client, envoyctl, render_envoy
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def require_build() -> None:
-    """Skip when `make build` has not run; under `make test` (EDGESCORE_REQUIRE_BUILD=1),
-    which builds first, a missing artifact fails instead."""
-    missing = render_envoy.missing_artifacts()
-    if missing:
-        msg = "not built (run `make build`): " + ", ".join(str(p.relative_to(ROOT)) for p in missing)
-        if os.environ.get("EDGESCORE_REQUIRE_BUILD"):
-            pytest.fail(msg)
-        pytest.skip(msg)
 
 
 class Upstream:
@@ -37,9 +22,9 @@ class Upstream:
     def __init__(self) -> None:
         self.records: list[dict] = []
         self.lock = threading.Lock()
-        self.server = demo_backend.make_server("127.0.0.1", 0, on_request=self._record)
+        self.server = backend.make_server("127.0.0.1", 0, on_request=self._record)
         self.port = self.server.server_port
-        self.thread = demo_backend.serve_in_thread(self.server)
+        self.thread = backend.serve_in_thread(self.server)
 
     def _record(self, rec: dict) -> None:
         with self.lock:
@@ -91,14 +76,14 @@ class Running:
         # Four periods: room for a late timer on a busy machine.
         self.flush_wait_s = 4 * flush_s
 
-    def send(self, req: traffic.DemoRequest) -> traffic.Response:
-        return traffic.send("127.0.0.1", self.port, req)
+    def send(self, req: client.Request) -> client.Response:
+        return client.send("127.0.0.1", self.port, req)
 
     def settle(self) -> None:
         """Waits until the filter's counts for the requests sent so far reached Envoy."""
         time.sleep(self.flush_wait_s)
 
-    def timed(self, req: traffic.DemoRequest) -> tuple[traffic.Response, float]:
+    def timed(self, req: client.Request) -> tuple[client.Response, float]:
         """The response and how long it took, in seconds."""
         t0 = time.perf_counter()
         resp = self.send(req)

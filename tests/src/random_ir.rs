@@ -1,10 +1,34 @@
-//! A random model generator, to check the writer + evaluator against the IR's reference reading.
-#![allow(dead_code)]
+//! Random models and rows, to check the writer + evaluator against the IR's reference reading.
+//! Every randomised test seeds its [`Rng`] with [`test_seed`]: `EDGESCORE_TEST_SEED` when set,
+//! else the test's own fixed seed, and names the seed in its failure messages.
 
 use edgescore_compile::ir::*;
 
-pub struct Rng(pub u64);
+/// `EDGESCORE_TEST_SEED` (decimal or `0x` hex) when set, else `default`; printed to stderr
+/// (cargo test shows it with a failing test's output).
+pub fn test_seed(default: u64) -> u64 {
+    let seed = match std::env::var("EDGESCORE_TEST_SEED") {
+        Ok(v) => {
+            let v = v.trim();
+            let parsed = match v.strip_prefix("0x") {
+                Some(hex) => u64::from_str_radix(hex, 16),
+                None => v.parse(),
+            };
+            parsed.unwrap_or_else(|e| panic!("EDGESCORE_TEST_SEED={v:?}: {e}"))
+        }
+        Err(_) => default,
+    };
+    eprintln!("EDGESCORE_TEST_SEED={seed}");
+    seed
+}
+
+/// xorshift64: a sequence fixed forever, so a seed reproduces a failure on every version.
+pub struct Rng(u64);
 impl Rng {
+    /// xorshift never leaves 0: a zero seed starts from another constant.
+    pub fn new(seed: u64) -> Rng {
+        Rng(if seed == 0 { 0x9e37_79b9_7f4a_7c15 } else { seed })
+    }
     pub fn next(&mut self) -> u64 {
         self.0 ^= self.0 << 13;
         self.0 ^= self.0 >> 7;
@@ -32,22 +56,6 @@ impl Rng {
             8 => (base.round() as f32) as f64,
             _ => base,
         }
-    }
-}
-
-pub fn model(trees: Vec<Tree>, n_features: usize, n_outputs: usize) -> ModelIr {
-    ModelIr {
-        name: "random".into(),
-        version: "0".into(),
-        source: SourceFormat::Onnx,
-        objective: "test".into(),
-        task: Task::Regression,
-        link: Link::Identity,
-        aggregate: Aggregate::Sum,
-        base_score: vec![0.25; n_outputs],
-        features: (0..n_features).map(|i| FeatureDef { name: format!("f{i}"), kind: FeatureKind::Numeric }).collect(),
-        ctrs: Vec::new(),
-        trees,
     }
 }
 
