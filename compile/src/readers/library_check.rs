@@ -1,7 +1,7 @@
 //! The readers' check against a training library's own predictions (tests only), on the one
 //! fixture corpus: `tests/models/<prefix>_<name>/` holds `model.<ext>`, `rows.csv` (f32 rows)
 //! and `expected.csv` (per row, the library's margins then its outputs), written by the library
-//! itself (`tests/gen_fixtures.py`); models a reader must refuse are `<prefix>_<name>_refuse/`.
+//! itself (`tests/fixtures/ (python -m tests.fixtures)`); models a reader must refuse are `<prefix>_<name>_refuse/`.
 
 use crate::readers::error::ReadError;
 use crate::ir::{Aggregate, ModelIr};

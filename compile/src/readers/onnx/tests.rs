@@ -1,4 +1,4 @@
-//! The reader against ONNX Runtime: fixtures written by `tests/gen_fixtures.py` (real
+//! The reader against ONNX Runtime: fixtures written by `tests/fixtures/ (python -m tests.fixtures)` (real
 //! skl2onnx / onnxmltools exports with ORT's scores), and hand-built graphs whose expected values
 //! were produced by ONNX Runtime 1.31 on the same graphs.
 
@@ -27,7 +27,7 @@ fn assert_close(ir: &ModelIr, x: &[f32], ort: &[f64], what: &str) {
 // ---------------------------------------------------------------- fixtures
 
 /// `tests/models/onnx_reader_<name>/` (`model.onnx`, `ort.json`), written by the one fixture
-/// generator (`tests/gen_fixtures.py`).
+/// generator (`tests/fixtures/ (python -m tests.fixtures)`).
 fn fixture_dir(name: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/models").join(format!("onnx_reader_{name}"))
 }

@@ -534,7 +534,7 @@ fn read_tree(tj: &TreeJson, t: usize, n_features: usize, weight: f64) -> Result<
 mod tests {
     use crate::readers::{detect, Format};
 
-    /// A gblinear booster saved by XGBoost (`tests/gen_objective_fixtures.py`), as JSON and as
+    /// A gblinear booster saved by XGBoost (`tests/fixtures/xgboost.py`), as JSON and as
     /// UBJSON, is refused by name, not as a tree model missing its trees.
     #[test]
     fn a_linear_booster_is_refused_by_name() {
