@@ -437,7 +437,7 @@ NATIVE_HEADER = """\
 # edgescore demo Envoy configuration with the native module (native/, libedgescore_native.so)
 # in place of the Wasm filter: envoy.yaml's listener, plugin JSON, registry cluster, access log
 # and stats tags (docs/operators.md, "Wasm or native"). Rendered from envoy.yaml by
-# demo/render_envoy.py (`make envoy-yaml`); edit that, not this.
+# harness/render_envoy.py (`make envoy-yaml`); edit that, not this.
 #
 #   make build && ENVOY_DYNAMIC_MODULES_SEARCH_PATH=target/native .venv/bin/envoy -c envoy.native.yaml
 #
@@ -519,7 +519,7 @@ def set_plugin_config(cfg: dict[str, Any], plugin: dict[str, Any] | str) -> None
 
 
 # The native module (native/, `make build`): libedgescore_native.so, which Envoy finds under
-# ENVOY_DYNAMIC_MODULES_SEARCH_PATH (demo/envoyctl.py sets it to NATIVE_DIR for the Envoys it
+# ENVOY_DYNAMIC_MODULES_SEARCH_PATH (harness/envoyctl.py sets it to NATIVE_DIR for the Envoys it
 # starts).
 NATIVE_MODULE = "edgescore_native"
 NATIVE_DIR = ROOT / "target" / "native"

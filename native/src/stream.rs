@@ -27,14 +27,14 @@ pub fn request_headers(f: &Filter, s: Stream, end_of_stream: bool) -> u32 {
     guard.take_next();
     let Slot { current, pending, headers, text, .. } = &mut *guard;
     let Some(worker) = current.as_mut() else { return HEADERS_CONTINUE };
-    #[cfg(feature = "test-panic")]
-    crate::guard::test_panic(s);
     if !worker.scorer.models().iter().any(|p| !p.shadow) || !s.request_headers(headers) {
         // No active model yet (registry models not delivered, no bootstrap artifact), or a
         // header map Envoy would not hand over: the configured `on_error`, counted.
         pending.add(f.metrics.errors, 1);
         return finish(s, &worker.scorer.decision_mut().error());
     }
+    #[cfg(feature = "test-panic")]
+    crate::guard::test_panic(headers);
     // SAFETY: Envoy's header bytes live, unchanged, until this hook returns.
     let map = unsafe { HeaderMap::from_c_headers(headers) };
     let wanted = worker.scorer.properties().wanted();
