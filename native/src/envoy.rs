@@ -83,31 +83,11 @@ impl EnvoyConfig {
     /// A GET to `cluster` (main thread); the answer comes to
     /// `on_http_filter_config_http_callout_done` with the returned id.
     pub fn get(self, cluster: &str, path: &str, authority: &str, timeout_ms: u64) -> Result<u64, u32> {
-        let mut headers = [
-            header(b":method", b"GET"),
-            header(b":path", path.as_bytes()),
-            header(b":authority", authority.as_bytes()),
-            header(b"host", authority.as_bytes()),
-            header(b"accept", b"application/json, application/octet-stream"),
-        ];
-        let mut id = 0;
-        // SAFETY: every buffer outlives the call; Envoy copies the headers.
-        let r = unsafe {
-            envoy_dynamic_module_callback_http_filter_config_http_callout(
-                self.0,
-                &mut id,
-                ModuleBuffer::of(cluster.as_bytes()),
-                headers.as_mut_ptr(),
-                headers.len(),
-                ModuleBuffer::NULL,
-                timeout_ms,
-            )
-        };
-        if r == CALLOUT_SUCCESS {
-            Ok(id)
-        } else {
-            Err(r)
-        }
+        let call = Callout { method: b"GET", cluster, path, authority, last: (b"accept", b"application/json, application/octet-stream"), body: &[], timeout_ms };
+        // SAFETY: the configuration's pointer, on the main thread.
+        call.send(|id, cluster, headers, n, body, timeout| unsafe {
+            envoy_dynamic_module_callback_http_filter_config_http_callout(self.0, id, cluster, headers, n, body, timeout)
+        })
     }
 
     /// A scheduler whose commits run `on_http_filter_config_scheduled` on the main thread.
@@ -119,6 +99,40 @@ impl EnvoyConfig {
 
 fn header<'a>(key: &'a [u8], value: &'a [u8]) -> ModuleHeader {
     ModuleHeader { key: ModuleBuffer::of(key), value: ModuleBuffer::of(value) }
+}
+
+/// One HTTP callout (the configuration's and a stream's take the same arguments).
+struct Callout<'a> {
+    method: &'static [u8],
+    cluster: &'a str,
+    path: &'a str,
+    authority: &'a str,
+    /// The header after the pseudo-headers and `host` (`accept`, `content-type`).
+    last: (&'static [u8], &'static [u8]),
+    body: &'a [u8],
+    timeout_ms: u64,
+}
+
+impl Callout<'_> {
+    /// Makes the call through `f` (one of the ABI's callout functions); the callout's id.
+    fn send(&self, f: impl FnOnce(*mut u64, ModuleBuffer, *mut ModuleHeader, usize, ModuleBuffer, u64) -> u32) -> Result<u64, u32> {
+        let mut headers = [
+            header(b":method", self.method),
+            header(b":path", self.path.as_bytes()),
+            header(b":authority", self.authority.as_bytes()),
+            header(b"host", self.authority.as_bytes()),
+            header(self.last.0, self.last.1),
+        ];
+        let body = if self.body.is_empty() { ModuleBuffer::NULL } else { ModuleBuffer::of(self.body) };
+        let mut id = 0;
+        // Envoy copies the headers and the body before it returns.
+        let r = f(&mut id, ModuleBuffer::of(self.cluster.as_bytes()), headers.as_mut_ptr(), headers.len(), body, self.timeout_ms);
+        if r == CALLOUT_SUCCESS {
+            Ok(id)
+        } else {
+            Err(r)
+        }
+    }
 }
 
 /// A configuration scheduler: the one ABI object a module thread may use.
@@ -247,31 +261,11 @@ impl Stream {
 
     /// A POST of `body` (JSON) to `cluster`, tied to this stream.
     pub fn callout(self, cluster: &str, path: &str, authority: &str, body: &[u8], timeout_ms: u64) -> Result<u64, u32> {
-        let mut headers = [
-            header(b":method", b"POST"),
-            header(b":path", path.as_bytes()),
-            header(b":authority", authority.as_bytes()),
-            header(b"host", authority.as_bytes()),
-            header(b"content-type", b"application/json"),
-        ];
-        let mut id = 0;
-        // SAFETY: every buffer outlives the call; Envoy copies them.
-        let r = unsafe {
-            envoy_dynamic_module_callback_http_filter_http_callout(
-                self.0,
-                &mut id,
-                ModuleBuffer::of(cluster.as_bytes()),
-                headers.as_mut_ptr(),
-                headers.len(),
-                ModuleBuffer::of(body),
-                timeout_ms,
-            )
-        };
-        if r == CALLOUT_SUCCESS {
-            Ok(id)
-        } else {
-            Err(r)
-        }
+        let call = Callout { method: b"POST", cluster, path, authority, last: (b"content-type", b"application/json"), body, timeout_ms };
+        // SAFETY: a live filter pointer, on its worker.
+        call.send(|id, cluster, headers, n, body, timeout| unsafe {
+            envoy_dynamic_module_callback_http_filter_http_callout(self.0, id, cluster, headers, n, body, timeout)
+        })
     }
 
     /// Resumes a request whose headers a hook stopped.

@@ -39,6 +39,18 @@ unsafe fn filter<'a>(ptr: *const c_void) -> &'a Filter {
     &*(ptr as *const Filter)
 }
 
+/// An array Envoy hands to a hook (a callout's headers or body chunks).
+///
+/// # Safety
+/// `ptr` is null (no array) or points at `len` elements valid for `'a`.
+unsafe fn envoy_array<'a, T>(ptr: *const T, len: usize) -> &'a [T] {
+    if ptr.is_null() {
+        &[]
+    } else {
+        std::slice::from_raw_parts(ptr, len)
+    }
+}
+
 #[no_mangle]
 pub extern "C" fn envoy_dynamic_module_on_program_init() -> *const u8 {
     ABI_VERSION.as_ptr()
@@ -94,9 +106,8 @@ pub extern "C" fn envoy_dynamic_module_on_http_filter_config_http_callout_done(
 ) {
     guard::catch(
         || {
-            // SAFETY: Envoy's arrays and bytes, valid during this call (null when absent).
-            let headers = if headers.is_null() { &[][..] } else { unsafe { std::slice::from_raw_parts(headers, n_headers) } };
-            let chunks = if chunks.is_null() { &[][..] } else { unsafe { std::slice::from_raw_parts(chunks, n_chunks) } };
+            // SAFETY: Envoy's arrays, valid during this call.
+            let (headers, chunks) = unsafe { (envoy_array(headers, n_headers), envoy_array(chunks, n_chunks)) };
             let status = headers.iter().find(|h| unsafe { h.name_bytes() } == b":status").map(|h| unsafe { h.value_bytes() });
             let answer = match (result, status) {
                 (CALLOUT_RESULT_SUCCESS, Some(b"200")) => Ok(chunks.iter().flat_map(|c| unsafe { c.bytes() }).copied().collect()),
@@ -180,10 +191,9 @@ pub extern "C" fn envoy_dynamic_module_on_http_filter_http_callout_done(
     n_chunks: usize,
 ) {
     let s = Stream::new(envoy_filter);
-    // SAFETY: a live configuration; Envoy's arrays, valid during this call (null when absent).
+    // SAFETY: a live configuration; Envoy's arrays, valid during this call.
     let f = unsafe { filter(cfg) };
-    let headers = if headers.is_null() { &[][..] } else { unsafe { std::slice::from_raw_parts(headers, n_headers) } };
-    let chunks = if chunks.is_null() { &[][..] } else { unsafe { std::slice::from_raw_parts(chunks, n_chunks) } };
+    let (headers, chunks) = unsafe { (envoy_array(headers, n_headers), envoy_array(chunks, n_chunks)) };
     guard::catch(|| text::verdict(f, s, callout_id, result, headers, chunks), || stream::resume_after_panic(f, s), ())
 }
 
