@@ -204,14 +204,10 @@ fn node(op: &str, domain: &str, input: &[&str], output: &[&str], attribute: Vec<
 }
 
 fn model(nodes: Vec<pb::NodeProto>, width: Option<i64>) -> pb::ModelProto {
-    let dim = |v: Option<Dim>| Dimension { value: v, ..Default::default() };
+    let dim = |v: Option<Dim>| Dimension { value: v };
     let shape = pb::TensorShapeProto { dim: vec![dim(Some(Dim::DimParam("N".into()))), dim(width.map(Dim::DimValue))] };
     let tensor = pb::type_proto::Tensor { elem_type: 1, shape: Some(shape) };
-    let x = pb::ValueInfoProto {
-        name: "X".into(),
-        r#type: Some(pb::TypeProto { value: Some(pb::type_proto::Value::TensorType(tensor)), ..Default::default() }),
-        ..Default::default()
-    };
+    let x = pb::ValueInfoProto { name: "X".into(), r#type: Some(pb::TypeProto { value: Some(pb::type_proto::Value::TensorType(tensor)) }) };
     let graph = pb::GraphProto { node: nodes, name: String::new(), input: vec![x], ..Default::default() };
     pb::ModelProto { graph: Some(graph), ..Default::default() }
 }
