@@ -27,7 +27,8 @@ pub struct Filter {
     pub workers: Workers,
     pub seed: u64,
     poller: Mutex<Option<Poller>>,
-    ticker: Option<Ticker>,
+    /// Held for its drop: stops the thread, then deletes the scheduler.
+    _ticker: Ticker,
 }
 
 impl Filter {
@@ -42,14 +43,16 @@ impl Filter {
         let first = Scorer::build(&cfg, seed, bootstrap.clone())?;
         let names = model_names(&cfg, &bootstrap);
         let metrics = Defined::define(&envoy, &cfg, &names);
-        let workers = Workers::new(envoy::concurrency() as usize, &metrics, || Scorer::build(&cfg, seed, bootstrap.clone()).ok());
+        let models: Vec<String> = first.models().iter().map(|m| m.id.clone()).collect();
+        let slots = first.slots().len();
+        let mut first = Some(first);
+        let workers = Workers::new(envoy::concurrency() as usize, &metrics, || first.take().or_else(|| Scorer::build(&cfg, seed, bootstrap.clone()).ok()));
         let poller = cfg.registry.as_ref().map(|reg| Poller::new(&cfg, reg));
         let tick_ms = match &cfg.registry {
             // Polls are due every poll_seconds; the tick also flushes the workers' counts.
             Some(_) => cfg.metrics.flush_ms.min(1000),
             None => cfg.metrics.flush_ms,
         };
-        let models: Vec<&str> = first.models().iter().map(|m| m.id.as_str()).collect();
         let from_registry = match &cfg.registry {
             Some(r) => format!("; from the registry (cluster `{}`): {}", r.cluster, names.join(", ")),
             None => String::new(),
@@ -60,7 +63,7 @@ impl Filter {
                 "edgescore: configured {} model(s) [{}], {} feature slot(s), mode {:?}{from_registry} (native module, {} worker slot(s))",
                 models.len(),
                 models.join(", "),
-                first.slots().len(),
+                slots,
                 cfg.mode,
                 workers.len()
             ),
@@ -68,21 +71,10 @@ impl Filter {
         if let (Some(reg), Some(p)) = (&cfg.registry, &poller) {
             envoy::log(LOG_INFO, &format!("edgescore registry: polling cluster `{}` {} every {} s, {} key(s)", reg.cluster, reg.path, reg.poll_seconds, p.keys()));
         }
-        let filter = Arc::new(Filter {
-            envoy,
-            cfg,
-            bootstrap,
-            metrics,
-            workers,
-            seed,
-            poller: Mutex::new(poller),
-            ticker: None,
-        });
-        // The ticker holds only the scheduler: the filter's lifetime stays Envoy's.
-        let scheduler = envoy.scheduler();
-        let mut filter = filter;
-        Arc::get_mut(&mut filter).expect("not shared yet").ticker = Some(Ticker::start(scheduler, Duration::from_millis(tick_ms as u64)));
-        Ok(filter)
+        // The ticker holds only the scheduler: the filter's lifetime stays Envoy's. Its first
+        // event comes a period after start, once this configuration is Envoy's.
+        let _ticker = Ticker::start(envoy.scheduler(), Duration::from_millis(tick_ms as u64));
+        Ok(Arc::new(Filter { envoy, cfg, bootstrap, metrics, workers, seed, poller: Mutex::new(poller), _ticker }))
     }
 
     /// The main thread's tick: the workers' counts to Envoy, replaced scorers freed, the
