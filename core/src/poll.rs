@@ -27,7 +27,7 @@ pub enum Next {
     Fetch(String),
     /// Serve this set: publish it to the workers, then call [`Poll::commit`] (or drop it if
     /// publishing failed: the served set stays).
-    Publish(Plan),
+    Publish(Box<Plan>),
 }
 
 /// A manifest being applied: the artifacts still to fetch and the set accepted so far.
@@ -137,7 +137,7 @@ impl Poll {
     fn queue(&self, manifest: &Manifest, refused: &mut Vec<Refused>) -> VecDeque<ManifestModel> {
         let mut queue = VecDeque::new();
         for entry in &manifest.models {
-            if !self.configured.iter().any(|n| *n == entry.name) {
+            if !self.configured.contains(&entry.name) {
                 let why = format!("no model named `{}` in the filter's configuration (models[].name)", entry.name);
                 refused.push((Some(entry.clone()), Refusal::SchemaMismatch(why)));
                 continue;
@@ -185,7 +185,7 @@ impl Poll {
             self.last_sequence = Some(plan.sequence);
             return Next::Current { sequence: plan.sequence, new: true };
         }
-        Next::Publish(plan)
+        Next::Publish(Box::new(plan))
     }
 
     /// `plan` was published to the workers: it is the served set now. Returns how many of its

@@ -149,7 +149,7 @@ impl Poller {
             .map_err(|e| format!("cannot call cluster `{}`: {e:?}", reg.cluster))
     }
 
-    fn publish(&mut self, plan: Plan) {
+    fn publish(&mut self, plan: Box<Plan>) {
         let sequence = plan.sequence();
         let accepted: Vec<Accepted<'_>> =
             plan.set().values().map(|(e, bytes)| Accepted { name: &e.name, version: e.version, mode: e.mode, sha256: &e.sha256, bytes }).collect();
@@ -164,7 +164,7 @@ impl Poller {
         let models: Vec<String> = record.models.iter().map(|m| format!("{}@{}{}", m.name, m.version, if m.mode == ModelMode::Shadow { " (shadow)" } else { "" })).collect();
         log(LogLevel::Info, &format!("edgescore registry: manifest {sequence} accepted, serving [{}] (generation {})", models.join(", "), record.generation));
         let Some(poll) = self.poll.as_mut() else { return };
-        let fresh = poll.commit(plan);
+        let fresh = poll.commit(*plan);
         if let Some(m) = &self.metrics {
             let _ = hostcalls::increment_metric(m.models_accepted, fresh as i64);
             let _ = hostcalls::increment_metric(m.manifests_accepted, 1);

@@ -10,6 +10,10 @@
 //! The module is tied to the Envoy minor version it was built for (the ABI is not stable
 //! across minors): Envoy 1.40, ABI `v0.2.0`.
 
+// Envoy calls the hooks below with the pointers its ABI defines: they cannot be `unsafe fn`s,
+// and each dereference is behind a SAFETY note.
+#![allow(clippy::not_unsafe_ptr_arg_deref)]
+
 mod abi;
 #[cfg(feature = "count-allocations")]
 mod counting;

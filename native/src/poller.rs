@@ -100,7 +100,7 @@ impl Poller {
         Ok(())
     }
 
-    fn publish(&mut self, f: &Filter, plan: Plan) {
+    fn publish(&mut self, f: &Filter, plan: Box<Plan>) {
         let sequence = plan.sequence();
         let mut loaded = Vec::with_capacity(plan.set().len());
         for (entry, bytes) in plan.set().values() {
@@ -140,7 +140,7 @@ impl Poller {
         }
         drop(registry);
         drop(loaded);
-        let fresh = self.poll.commit(plan);
+        let fresh = self.poll.commit(*plan);
         f.metrics.add_now(&f.envoy, f.metrics.models_accepted, fresh as u64);
         f.metrics.add_now(&f.envoy, f.metrics.manifests_accepted, 1);
         self.good_poll(f, sequence);

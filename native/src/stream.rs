@@ -9,9 +9,9 @@
 use crate::abi::*;
 use crate::envoy::Stream;
 use crate::filter::Filter;
+use crate::text::TextStream;
 use crate::workers::Slot;
 use edgescore_core::action::ActionKind;
-use crate::text::TextStream;
 use edgescore_core::decision::{Edit, Edits, STATE};
 use edgescore_core::request::{HeaderMap, Property, Request};
 
@@ -49,7 +49,7 @@ pub fn request_headers(f: &Filter, s: Stream, end_of_stream: bool) -> u32 {
     };
     // A request held for its body (the text path) gets its filter-state decision when the text
     // decision is known (Envoy's filter state from a module is read-only once set).
-    let held_state = outcome.text.map(|_| outcome.edits.iter().find_map(|e| matches!(e, Edit::SetState(k, _) if k == STATE).then_some(e)));
+    let held_state = outcome.text.map(|_| outcome.edits.iter().find(|e| matches!(e, Edit::SetState(k, _) if *k == STATE)));
     let replied = match held_state {
         Some(_) => apply_except_state(s, &outcome.edits),
         None => apply(s, &outcome.edits),

@@ -54,6 +54,12 @@ pub struct Slot {
     pub inline_verdict: Option<bool>,
 }
 
+// SAFETY: the one non-`Send` part of a slot is `headers`' raw pointers into Envoy's header
+// map: written by `Stream::request_headers` and read only inside that request's hook, by the
+// thread holding the slot's lock; between hooks they are never dereferenced (the next request
+// overwrites them first).
+unsafe impl Send for Slot {}
+
 impl Slot {
     /// Takes a waiting scorer, if any.
     pub fn take_next(&mut self) {
