@@ -247,8 +247,11 @@ pub fn apply(b: &mut Vec<u8>, l: &Layout, m: Mutation) {
                     put_u16(b, at + N_FEATURE, f)
                 }
                 NodeVal::FeatureRowEnd(k) => {
-                    let n_ctrs = (l.entries[11].len as usize / ELEM[11]) as u32;
-                    let end = row_len(n_features, n_ctrs, get_u32(b, 12).unwrap_or(0));
+                    // `row_len` adds in u32 over counts the validator has bounded: a mutated
+                    // META count past them falls back to the inputs' end.
+                    let n_ctrs = l.count(11) as u32;
+                    let bounded = n_features <= MAX_FEATURES && n_ctrs <= MAX_CTR_ROW;
+                    let end = if bounded { row_len(n_features, n_ctrs, get_u32(b, 12).unwrap_or(0)) } else { n_features };
                     let f = (end as i64 - 2 + k as i64 % 4).clamp(0, u16::MAX as i64) as u16;
                     put_u16(b, at + N_FEATURE, f)
                 }
