@@ -8,6 +8,8 @@ import os
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from harness.require import missing
 
 REPO = Path(__file__).resolve().parent.parent
