@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from harness import envoyctl
-from harness.require import required
+from harness.require import require_build, require_native, required
 from harness.running import Running, Upstream, with_test_flush
 
 
@@ -55,3 +55,14 @@ def start_envoy(tmp_path_factory):
     yield start
     for e in started:
         e.stop()
+
+
+@pytest.fixture(scope="module", params=["wasm", "native"])
+def kind(request) -> str:
+    """A module whose Envoys take `kind` runs every test against the Wasm filter and against the
+    native module (`harness.render_envoy.to_native`)."""
+    if request.param == "native":
+        require_native()
+    else:
+        require_build()
+    return request.param

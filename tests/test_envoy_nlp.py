@@ -29,7 +29,6 @@ import pytest
 from demo import traffic
 from harness import client, render_envoy
 from harness.loopback import SilentServer, free_port
-from harness.require import require_build, require_native
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -92,16 +91,6 @@ class NlpService:
         status, stats = http_json(self.url + "/stats")
         assert status == 200, stats
         return stats["requests"]
-
-
-@pytest.fixture(scope="module", params=["wasm", "native"])
-def kind(request) -> str:
-    """Every test runs against the Wasm filter and against the native module."""
-    if request.param == "native":
-        require_native()
-    else:
-        require_build()
-    return request.param
 
 
 @pytest.fixture(scope="module")

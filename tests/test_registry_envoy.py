@@ -30,7 +30,6 @@ import pytest
 from demo import traffic
 from harness import envoyctl, render_envoy
 from harness.registry import RegistryServer
-from harness.require import require_build, require_native
 from harness.running import Running
 from models import feature_log
 from test_envoy import MODELS, envoy_config, header, scores_of
@@ -111,15 +110,6 @@ class Registry:
         rel = f"artifacts/{sha}.esm"
         (self.dir / rel).write_bytes(data)
         return rel, sha
-
-
-@pytest.fixture(scope="module", params=["wasm", "native"])
-def kind(request) -> str:
-    if request.param == "native":
-        require_native()
-    else:
-        require_build()
-    return request.param
 
 
 @pytest.fixture(scope="module")
