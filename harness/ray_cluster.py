@@ -123,14 +123,15 @@ class RayNode:
 
 
 def _threads_exited(pid: int) -> bool:
+    # A process reaped while we look reads as ENOENT or, mid-exit, ESRCH (ProcessLookupError).
     try:
         tasks = os.listdir(f"/proc/{pid}/task")
-    except FileNotFoundError:
+    except (FileNotFoundError, ProcessLookupError):
         return True
     for task in tasks:
         try:
             stat = Path(f"/proc/{pid}/task/{task}/stat").read_text()
-        except FileNotFoundError:
+        except (FileNotFoundError, ProcessLookupError):
             continue
         if stat[stat.rindex(")") + 2] not in "ZX":
             return False
