@@ -246,7 +246,7 @@ OHA := target/tools/bin/oha
 $(OHA):
 	$(CARGO) install oha --version $(OHA_VERSION) --locked --root target/tools
 bench-swap: build venv bench-models $(OHA)
-	$(PY) -m benches.swap_load.run --write-readme --oha $(OHA)
+	$(PY) -m benches.swap_load.run --write-readme --oha $(OHA) $(SWAP_FLAGS)
 
 # wrk against a real Envoy on loopback: no filter vs the edgescore filter (3 models) vs a no-op
 # Wasm filter vs ext_authz to a Rust or a Python (ONNX Runtime) scoring sidecar; see

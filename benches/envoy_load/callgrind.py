@@ -138,6 +138,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("variants", nargs="+")
     ap.add_argument("--requests", type=int, default=1000)
+    ap.add_argument("--keep", type=Path, metavar="DIR",
+                    help="keep the callgrind output files here (for callgrind_annotate or kcachegrind)")
     args = ap.parse_args(argv)
     t0 = time.monotonic()
     for tool in ("valgrind", "callgrind_control", "callgrind_annotate"):
@@ -145,7 +147,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{tool} is not installed (`apt-get install -y valgrind`)", file=sys.stderr)
             return 2
     run.build_noop()
-    work = Path(tempfile.mkdtemp(prefix="edgescore-callgrind-"))
+    if args.keep:
+        args.keep.mkdir(parents=True, exist_ok=True)
+    work = args.keep.resolve() if args.keep else Path(tempfile.mkdtemp(prefix="edgescore-callgrind-"))
     first = None
     print(f"{'variant':40} {'instr/req':>10} {'vs first':>9}  {'envoy':>7} {'tcmalloc':>8} {'libc':>6} {'JIT':>7} {'module':>7}")
     try:
@@ -162,7 +166,8 @@ def main(argv: list[str] | None = None) -> int:
                           f"{p.get('tcmalloc', 0):8,.0f} {p.get('libc', 0):6,.0f} {p.get('JIT', 0):7,.0f} "
                           f"{p.get('module', 0):7,.0f}", flush=True)
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
     print(f"callgrind: {len(args.variants)} variant{'s' if len(args.variants) != 1 else ''}, {args.requests:,} requests "
           f"each, in {time.monotonic() - t0:.0f} s")
     return 0

@@ -362,7 +362,8 @@ def main(argv: list[str] | None = None) -> int:
     ]
     labels = {"none": "(a) no filter", "edgescore": f"(b) edgescore, {n_models} model{'s' if n_models != 1 else ''}",
               "noop": "(c) no-op Rust Wasm filter", "authz-rust": "(d) ext_authz → Rust sidecar (edgescore core)",
-              "authz-ort": "(e) ext_authz → Python sidecar (ONNX Runtime)"}
+              "authz-ort": "(e) ext_authz → Python sidecar (ONNX Runtime)",
+              "native": "(f) edgescore as the native dynamic module"}
     labels.update({v: f"(b) from `{v[5:]}` (`{p}`)" for v, p in compare.items()})
     for v in (*VARIANTS[:2], *compare, *VARIANTS[2:]):
         if v not in med:
@@ -420,6 +421,22 @@ def main(argv: list[str] | None = None) -> int:
             lines.append(f"- the filter from `{v[5:]}`: throughput (b)/(a) {m['rps'] / med['none']['rps']:.3f}, Envoy CPU "
                          f"over (c) {m['envoy_cpu_us_per_req'] - med['noop']['envoy_cpu_us_per_req']:+.2f} µs; (b) against "
                          f"it: {med['edgescore']['envoy_cpu_us_per_req'] - m['envoy_cpu_us_per_req']:+.2f} µs per request")
+    if {"none", "edgescore", "noop", "native"} <= med.keys():
+        f, a, b, c = med["native"], med["none"], med["edgescore"], med["noop"]
+        tput = f["rps"] / a["rps"]
+        paired = sorted(fr["rps"] / ar["rps"] for fr, ar in zip(results["native"], results["none"]))
+        f_added = f["envoy_cpu_us_per_req"] - a["envoy_cpu_us_per_req"]
+        b_added = b["envoy_cpu_us_per_req"] - a["envoy_cpu_us_per_req"]
+        c_added = c["envoy_cpu_us_per_req"] - a["envoy_cpu_us_per_req"]
+        p99_ok = f["p99_us"] <= b["p99_us"]
+        verdicts += [f"(f)/(a) {tput:.3f} (≥ 0.90: {'met' if tput >= 0.90 else 'NOT met'})",
+                     f"(f) p99 {'≤' if p99_ok else '>'} (b)'s"]
+        lines.append(
+            f"- the native module (f): throughput (f)/(a) **{tput:.3f}** (target ≥ 0.90: "
+            f"{'met' if tput >= 0.90 else 'NOT met'}; per round {paired[0]:.3f} to {paired[-1]:.3f}); p99 "
+            f"{f['p99_us'] / 1000:.2f} ms against (b)'s {b['p99_us'] / 1000:.2f} ms ({'met' if p99_ok else 'NOT met'}); "
+            f"Envoy CPU added over (a): (f) {f_added:+.2f} µs, (c) {c_added:+.2f} µs, (b) {b_added:+.2f} µs (too noisy "
+            f"here to decide the CPU targets: `callgrind.py` counts instructions)")
     for v in (x for x in SIDECAR_VARIANTS if x in med):
         m = med[v]
         against = [f"throughput {m['rps'] / med['none']['rps']:.3f} of (a)"] if "none" in med else []

@@ -352,8 +352,8 @@ def conclusions(results: dict) -> list[str]:
     lines = [
         f"- (b)/(a): p999 {b['p999_ms'] / a['p999_ms']:.2f}x, p99 {b['p99_ms'] / a['p99_ms']:.2f}x (medians over rounds); "
         f"(c)/(a): p999 {c['p999_ms'] / a['p999_ms']:.2f}x, p99 {c['p99_ms'] / a['p99_ms']:.2f}x.",
-        f"- (b): {results['publishes_b']} publishes, {results['swaps_b']} swaps (each worker's root context and the one "
-        f"Envoy keeps on its main thread); requests by the `bot` version that scored them: "
+        f"- (b): {results['publishes_b']} publishes, {results['swaps_b']} swaps ("
+        f"{'one per worker' if results.get('native') else 'each worker' + chr(39) + 's root context and the one Envoy keeps on its main thread'}); requests by the `bot` version that scored them: "
         f"{len(results['scored_by_b'])} versions, "
         f"{'every one a published manifest version' if not results['stray_b'] else 'NOT published: ' + str(results['stray_b'])}.",
     ]
@@ -376,18 +376,33 @@ def summary_line(results: dict, elapsed_s: float) -> str:
             f"{results['swaps_b']} swaps, {stray}; {rss_text}")
 
 
-def write_readme(results: dict, cmd: str) -> None:
+def commit() -> str:
+    out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT, capture_output=True, text=True)
+    return (out.stdout.strip() or "an unknown commit") + (" with local changes" if dirty.stdout.strip() else "")
+
+
+def heading(native: bool) -> str:
+    return "## Results: the native module" if native else "## Results"
+
+
+def write_readme(results: dict, cmd: str, native: bool) -> None:
+    """Replaces this build's results section of README.md (the Wasm filter's or the native module's), keeping the other."""
     readme = HERE / "README.md"
+    png = "p999-native.png" if native else "p999.png"
     section = "\n".join([
-        "## Results", "",
-        f"`{cmd}` on {results['machine']}, {results['date']}: {results['rate']:.0f} req/s open-loop "
+        heading(native), "",
+        f"Measured on {commit()}. `{cmd}` on {results['machine']}, {results['date']}: {results['rate']:.0f} req/s open-loop "
         f"(half of the {results['capacity']:.0f} req/s measured closed-loop), {results['rounds']} interleaved rounds "
         f"(a b c a b c ...) of {results['duration']} s per run, {CONNECTIONS} connections, latencies corrected for "
         f"coordinated omission.", "", *table(results), "", *conclusions(results), "",
-        "p999 per second of the last round (swaps and LDS updates marked):", "", "![p999 per second](p999.png)", ""])
+        "p999 per second of the last round (swaps and LDS updates marked):", "", f"![p999 per second]({png})", ""])
     text = readme.read_text() if readme.exists() else "# swap_load\n"
-    head = text.split("## Results", 1)[0].rstrip() + "\n\n"
-    readme.write_text(head + section)
+    head, _, results_part = text.partition("\n## Results")
+    wasm_part, _, native_part = ("## Results" + results_part).partition("\n" + heading(True))
+    parts = {False: wasm_part.strip() if results_part else "", True: (heading(True) + native_part).strip() if native_part else ""}
+    parts[native] = section.strip()
+    readme.write_text(head.rstrip() + "\n\n" + "\n\n".join(p for p in (parts[False], parts[True]) if p) + "\n")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -417,7 +432,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"capacity {cap:.0f} req/s closed-loop; load {rate:.0f} req/s open-loop, {args.rounds} rounds of "
               f"{args.duration} s per run", flush=True)
         results: dict = {"capacity": cap, "rate": rate, "duration": args.duration, "rounds": args.rounds,
-                         "machine": f"{platform.machine()}, {os.cpu_count()} cores", "date": time.strftime("%Y-%m-%d"),
+                         "native": args.native, "machine": f"{platform.machine()}, {os.cpu_count()} cores", "date": time.strftime("%Y-%m-%d"),
                          "runs": {"a": [], "b": [], "c": []}, "publishes_b": 0, "swaps_b": 0, "scored_by_b": {}}
         rss_first: dict = {}
         for rnd in range(args.rounds):
@@ -495,10 +510,11 @@ def main(argv: list[str] | None = None) -> int:
         print()
         print("\n".join(table(results)))
         print("\n".join(conclusions(results)))
-        (HERE / "results.json").write_text(json.dumps(results, indent=1) + "\n")
-        plot({k: results["runs"][k][-1] for k in "abc"} | {"rate": rate}, HERE / "p999.png")
+        suffix = "-native" if args.native else ""
+        (HERE / f"results{suffix}.json").write_text(json.dumps(results, indent=1) + "\n")
+        plot({k: results["runs"][k][-1] for k in "abc"} | {"rate": rate}, HERE / f"p999{suffix}.png")
         if args.write_readme:
-            write_readme(results, "make bench-swap")
+            write_readme(results, "make bench-swap" + (" SWAP_FLAGS=--native" if args.native else ""), args.native)
         print(summary_line(results, time.monotonic() - t0))
         return 0
     finally:

@@ -71,7 +71,7 @@ impl ModelSet {
     }
 
     /// The validated view of model `i`.
-    pub fn ensemble(&self, i: usize) -> TreeEnsemble<'_> {
+    pub fn ensemble(&self, i: usize) -> &TreeEnsemble<'_> {
         self.members[i].model.ensemble()
     }
 

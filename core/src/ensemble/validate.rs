@@ -10,11 +10,18 @@ use crate::artifact::{checksum, ArtifactError as E};
 use bytemuck::{pod_read_unaligned, Pod};
 
 /// An owned, validated artifact: an 8-byte-aligned copy of the bytes (buffers handed over by a
-/// host or read from disk are `Vec<u8>`, aligned to 1) plus where its sections are, so that
-/// [`Model::ensemble`] is a few slice operations, not a second validation. A clone is a copy
-/// of bytes already validated: it is not validated again.
-#[derive(Clone)]
+/// host or read from disk are `Vec<u8>`, aligned to 1), what validation learned, and the
+/// evaluator's view of them, built once here. The view borrows the owned parts, so the two
+/// live in one self-referential cell: [`Model::ensemble`] is then a field read, not the
+/// ~300 instructions of slicing and cast checks a view per call costs on every request. A clone
+/// copies bytes already validated: it is not validated again.
 pub struct Model {
+    cell: Cell,
+}
+
+/// What the view borrows.
+#[derive(Clone)]
+struct Owned {
     words: Vec<u64>,
     len: usize,
     parts: Parts,
@@ -22,6 +29,20 @@ pub struct Model {
     walk: Walk,
     bitvectors: Option<Bitvectors>,
 }
+
+impl Owned {
+    fn as_bytes(&self) -> &[u8] {
+        &bytemuck::cast_slice::<u64, u8>(&self.words)[..self.len]
+    }
+}
+
+self_cell::self_cell!(
+    struct Cell {
+        owner: Owned,
+        #[covariant]
+        dependent: TreeEnsemble,
+    }
+);
 
 /// What validation learned: section ranges and the header facts the evaluator needs.
 #[derive(Clone)]
@@ -36,6 +57,12 @@ pub(crate) struct Parts {
     ranges: [core::ops::Range<usize>; 15],
 }
 
+impl Clone for Model {
+    fn clone(&self) -> Model {
+        Model::from_owned(self.cell.borrow_owner().clone())
+    }
+}
+
 impl Model {
     /// Copies and validates `bytes`.
     pub fn load(bytes: &[u8]) -> Result<Model, E> {
@@ -48,32 +75,38 @@ impl Model {
         let trees: &[TreeSpec] = bytemuck::cast_slice(r(4));
         let walk = Walk::build(bytemuck::cast_slice(r(5)), &trees[..parts.n_walked], bytemuck::cast_slice(r(8)));
         let bitvectors = Bitvectors::build(&view(aligned, &parts, &walk, None), false);
-        Ok(Model { words, len, parts, walk, bitvectors })
+        Ok(Model::from_owned(Owned { words, len, parts, walk, bitvectors }))
+    }
+
+    fn from_owned(owned: Owned) -> Model {
+        Model { cell: Cell::new(owned, |o| view(o.as_bytes(), &o.parts, &o.walk, o.bitvectors.as_ref())) }
     }
 
     /// This model with QuickScorer's bitvectors on every row they can score, whatever the
     /// cost model says: for tests and the fuzz oracle, which compare them with the walk.
     #[doc(hidden)]
-    pub fn with_bitvectors_on_every_row(mut self) -> Model {
-        self.bitvectors = Bitvectors::build(&view(self.as_bytes(), &self.parts, &self.walk, None), true);
-        self
+    pub fn with_bitvectors_on_every_row(self) -> Model {
+        let mut o = self.cell.into_owner();
+        o.bitvectors = Bitvectors::build(&view(o.as_bytes(), &o.parts, &o.walk, None), true);
+        Model::from_owned(o)
     }
 
     /// This model without QuickScorer's bitvectors: every row takes the lockstep walk. For
     /// tests and the fuzz oracle, which compare the two.
     #[doc(hidden)]
-    pub fn without_bitvectors(mut self) -> Model {
-        self.bitvectors = None;
-        self
+    pub fn without_bitvectors(self) -> Model {
+        let mut o = self.cell.into_owner();
+        o.bitvectors = None;
+        Model::from_owned(o)
     }
 
     pub fn as_bytes(&self) -> &[u8] {
-        &bytemuck::cast_slice::<u64, u8>(&self.words)[..self.len]
+        self.cell.borrow_owner().as_bytes()
     }
 
     /// The evaluator's view of the bytes.
-    pub fn ensemble(&self) -> TreeEnsemble<'_> {
-        view(self.as_bytes(), &self.parts, &self.walk, self.bitvectors.as_ref())
+    pub fn ensemble(&self) -> &TreeEnsemble<'_> {
+        self.cell.borrow_dependent()
     }
 }
 
