@@ -70,6 +70,12 @@ def stop_pid(proc: subprocess.Popen, grace: float = 10.0) -> int | None:
     return proc.returncode
 
 
+def exit_on_sigterm() -> None:
+    """A SIGTERM ends the script through SystemExit in the main thread, so its `finally` blocks
+    stop what it started (Python's default for SIGTERM ends the process at once, leaving them)."""
+    signal.signal(signal.SIGTERM, lambda signum, _frame: sys.exit(128 + signum))
+
+
 def envoy_env() -> dict[str, str]:
     """Envoy's environment: ours, with the native module's directory as the dynamic-modules
     search path unless one is set."""

@@ -142,6 +142,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="keep the callgrind output files here (for callgrind_annotate or kcachegrind)")
     args = ap.parse_args(argv)
     t0 = time.monotonic()
+    envoyctl.exit_on_sigterm()
     for tool in ("valgrind", "callgrind_control", "callgrind_annotate"):
         if not shutil.which(tool):
             print(f"{tool} is not installed (`apt-get install -y valgrind`)", file=sys.stderr)

@@ -244,6 +244,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--write-readme", action="store_true", help="replace the results section of README.md")
     args = ap.parse_args(argv)
     t0 = time.monotonic()
+    envoyctl.exit_on_sigterm()
     # (e) serves the example models converted to ONNX: other --models have no ONNX form here.
     default = [v for v in VARIANTS if not (args.models and v == "authz-ort")]
     asked = args.variants.split(",") if args.variants else default

@@ -416,6 +416,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--oha", type=Path, default=OHA, help=f"the oha binary (default: {OHA.relative_to(ROOT)})")
     args = ap.parse_args(argv)
     t0 = time.monotonic()
+    envoyctl.exit_on_sigterm()
     if not CLI.is_file():
         print(f"missing {CLI}: run `make build`", file=sys.stderr)
         return 2
