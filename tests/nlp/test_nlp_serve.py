@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from nlp.local_service import read_state
+from nlp.model_files import HEAD_PATH, sha256_of
 from nlp.process_session import session_processes
 
 REPO = Path(__file__).resolve().parents[2]
@@ -217,7 +218,7 @@ def test_broken_model_fails_the_deploy_once_with_a_clear_error(service, tmp_path
         "  - name: broken\n"
         "    route_prefix: /broken\n"
         "    import_path: nlp.app:build_app\n"
-        f"    args: {{model: {{head_path: '{bad_head}'}}}}\n"
+        f"    args: {{model: {{head_path: '{bad_head}', head_sha256: '{sha256_of(bad_head)}'}}}}\n"
     )
     started_at = time.monotonic()
     deployed = _run("start", "--config", str(config), "--state-dir", str(tmp_path / "state"),
@@ -236,4 +237,28 @@ def test_broken_model_fails_the_deploy_once_with_a_clear_error(service, tmp_path
     ]
     assert len(starts) == 1, starts
     # The healthy application is untouched.
+    assert score(service, "hello again")["label"] == "ok"
+
+
+def test_a_model_file_with_another_digest_fails_the_deploy_before_any_replica(service, tmp_path):
+    head = tmp_path / "head.npz"
+    head.write_bytes(HEAD_PATH.read_bytes())
+    configured = "0" * 64
+    config = tmp_path / "tampered.yaml"
+    config.write_text(
+        "applications:\n"
+        "  - name: tampered\n"
+        "    route_prefix: /tampered\n"
+        "    import_path: nlp.app:build_app\n"
+        f"    args: {{model: {{head_path: '{head}', head_sha256: '{configured}'}}}}\n"
+    )
+    deployed = _run("start", "--config", str(config), "--state-dir", str(tmp_path / "state"),
+                    env={"RAY_ADDRESS": service["state"]["gcs_address"], "RAY_AUTH_MODE": "token"},
+                    timeout=240)
+    assert deployed.returncode == 1
+    assert (f"model file {head} has SHA-256 {sha256_of(head)}, but model.head_sha256 is "
+            f"{configured}: not loading it") in deployed.stderr, deployed.stderr
+    logs = Path(service["state"]["ray_temp_dir"]).glob("session_latest/logs/serve/controller_*.log")
+    assert not [line for log in logs for line in log.read_text().splitlines()
+                if "Starting Replica(" in line and "app='tampered'" in line]
     assert score(service, "hello again")["label"] == "ok"
