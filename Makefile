@@ -55,11 +55,16 @@ UV_VERSION := 0.13.8
 UV := target/lock-tools/bin/uv
 UV_COMPILE = $(UV) pip compile --quiet --generate-hashes --python-version 3.11 \
 	--python-platform x86_64-manylinux_2_31 --custom-compile-command "make lock" $(LOCK_ARGS)
-.PHONY: lock
+.PHONY: lock licenses
 lock:
 	@test -x $(UV) || { python3 -m venv target/lock-tools && target/lock-tools/bin/pip install -q uv==$(UV_VERSION); }
 	$(UV_COMPILE) requirements.in -o requirements.txt
 	$(UV_COMPILE) --no-deps requirements-nodeps.in -o requirements-nodeps.txt
+
+# docs/licenses.md: the third-party crates of the CLI, the .wasm and the native module, and
+# their licences (harness/licenses.py; tests/test_supply_chain.py checks it is current).
+licenses: venv
+	$(PY) -m harness.licenses
 
 # ---- What the builds read: a file target is rebuilt when one of these changed ----
 CARGO_FILES := Cargo.toml Cargo.lock rust-toolchain.toml .cargo/config.toml

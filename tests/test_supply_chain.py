@@ -1,8 +1,12 @@
-"""What edgescore installs: the Python locks against the lists they are compiled from (`make lock`)."""
+"""What edgescore installs and ships: the Python locks against the lists they are compiled from
+(`make lock`), the Rust crates' licences (`make licenses`), and the LICENSE file."""
 
 from __future__ import annotations
 
+import hashlib
 import re
+import shutil
+import tomllib
 from pathlib import Path
 from typing import NamedTuple
 
@@ -10,6 +14,8 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
+from harness import licenses
+from harness.require import missing
 
 ROOT = Path(__file__).resolve().parent.parent
 LOCKS = [("requirements.in", "requirements.txt"), ("requirements-nodeps.in", "requirements-nodeps.txt")]
@@ -102,3 +108,42 @@ def test_a_lock_that_drifted_from_its_list_is_caught(tmp_path):
         (tmp_path / "requirements.txt").write_text(lock_text)
         found = disagreements(tmp_path / "requirements.in", tmp_path / "requirements.txt")
         assert any(expected in line for line in found), (expected, found)
+
+
+@pytest.mark.parametrize("expression, ok", [
+    ("MIT OR Apache-2.0", True),
+    ("MIT/Apache-2.0", True),
+    ("Apache-2.0 WITH LLVM-exception", True),
+    ("(MIT OR Apache-2.0) AND Unicode-3.0", True),
+    ("GPL-3.0-only OR MIT", True),
+    ("GPL-3.0-only", False),
+    ("MIT AND GPL-2.0-only", False),
+    ("(GPL-2.0-only OR LGPL-2.1-only) AND MIT", False),
+    ("MIT WITH Classpath-exception-2.0", False),
+    ("MIT OR", False),
+    ("(MIT", False),
+    (None, False),
+])
+def test_licence_expressions_against_the_allow_list(expression, ok):
+    assert licenses.allowed(expression) is ok
+
+
+def test_the_licence_list_is_current_and_every_licence_allowed():
+    if shutil.which("cargo") is None:
+        missing("cargo is not on PATH")
+    text, refused = licenses.render()
+    assert not refused, "licences outside the allow-list (docs/licenses.md, 'Not allowed'): " + ", ".join(
+        f"{c.name} {c.version} ({c.license})" for c in refused)
+    assert licenses.OUT.read_text(encoding="utf-8") == text, "docs/licenses.md is stale: run make licenses"
+
+
+# SHA-256 of the Apache License 2.0 as apache.org publishes it (with its appendix), every run of
+# white space made one space: the copies crates and wheels ship differ only in white space.
+APACHE_2_TEXT = "0ffddef9e48f8a09aed5caf2d44f7ba1c1be2d9b8e0a6f693b1635b2d5566645"
+
+
+def test_the_license_file_is_the_apache_2_text_cargo_declares():
+    cargo = tomllib.loads((ROOT / "Cargo.toml").read_text())
+    assert cargo["workspace"]["package"]["license"] == "Apache-2.0"
+    words = " ".join((ROOT / "LICENSE").read_text().split())
+    assert hashlib.sha256(words.encode()).hexdigest() == APACHE_2_TEXT
