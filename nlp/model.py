@@ -12,7 +12,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +22,7 @@ import numpy as np
 from nlp.config import ConfigError, ModelConfig
 from nlp.encoder import ModelLoadError, OnnxEncoder
 from nlp.head import HeadFormatError, SoftmaxHead, softmax
-from nlp.model_files import DEFAULT_ENCODER_NAME, HEAD_PATH, ModelFileMissing, existing_file
+from nlp.model_files import DEFAULT_ENCODER_NAME, ModelFileMismatch, ModelFileMissing, head_file, sha256_of
 
 __all__ = ["ModelLoadError", "PreparedBatch", "Score", "TextClassifier"]
 
@@ -69,14 +68,7 @@ class TextClassifier:
         try:
             self.encoder = OnnxEncoder(config)
             if config.kind == "encoder":
-                head_path = (
-                    existing_file(config.head_path, "model.head_path")
-                    if config.head_path
-                    else HEAD_PATH
-                )
-                if not head_path.is_file():
-                    raise ModelFileMissing(f"{head_path} is missing: run python -m nlp.train_head")
-                self.head: SoftmaxHead | None = SoftmaxHead.load(head_path)
+                self.head: SoftmaxHead | None = SoftmaxHead.load(head_file(config))
                 self.labels = self.head.labels
                 default_name = (
                     f"{DEFAULT_ENCODER_NAME}+chat-head" if not config.onnx_path else self.encoder.onnx_path.stem
@@ -86,7 +78,7 @@ class TextClassifier:
                 self.head = None
                 self.labels = config.labels or _labels_beside(self.encoder.onnx_path)
                 default_name = self.encoder.onnx_path.stem
-                default_version = _file_digest(self.encoder.onnx_path)[:12]
+                default_version = sha256_of(self.encoder.onnx_path)[:12]
             if config.ok_label not in self.labels:
                 raise ConfigError(
                     f"model.ok_label {config.ok_label!r} is not one of the labels {self.labels}"
@@ -96,7 +88,7 @@ class TextClassifier:
             # One real run now: a head that does not fit the encoder, or an ONNX file that
             # loads but cannot run, fails here with its cause rather than on every request.
             self.score_batch(["model load check"])
-        except (ConfigError, ModelLoadError, ModelFileMissing, HeadFormatError):
+        except (ConfigError, ModelLoadError, ModelFileMissing, ModelFileMismatch, HeadFormatError):
             raise
         except Exception as err:  # ORT, tokenizers and numpy raise their own types
             raise ModelLoadError(f"loading the NLP model failed: {err}") from err
@@ -186,10 +178,3 @@ def _labels_beside(onnx_path: Path) -> tuple[str, ...]:
     except ValueError as err:
         raise ConfigError(f"{config_path}: id2label keys are not integers") from err
 
-
-def _file_digest(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()

@@ -1,6 +1,7 @@
 """Train the softmax head on nlp/data/messages.jsonl and report held-out precision/recall.
 
-    python -m nlp.train_head                 # train, evaluate, write nlp/head.npz
+    python -m nlp.train_head                 # train, evaluate, write nlp/head.npz (and its
+                                             # digest into nlp/model_files.sha256)
     python -m nlp.train_head --write-readme  # also put the tables into nlp/README.md
 
 The split is stratified with a fixed seed; the head is fitted on the training part only,
@@ -25,7 +26,7 @@ from nlp.config import ModelConfig
 from nlp.encoder import OnnxEncoder
 from nlp.head import SoftmaxHead
 from nlp.model import TextClassifier
-from nlp.model_files import DEFAULT_ENCODER_NAME, HEAD_PATH
+from nlp.model_files import DEFAULT_ENCODER_NAME, DEFAULT_HEAD, HEAD_PATH, record_digest
 
 LABELS = ("toxic", "threat", "sexual", "spam", "ok")
 DATA_PATH = Path(__file__).with_name("data") / "messages.jsonl"
@@ -142,9 +143,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     head.save(args.out)
     head = SoftmaxHead.load(args.out)  # evaluate exactly what was written
+    if args.out.resolve() == HEAD_PATH.resolve():
+        record_digest(DEFAULT_HEAD, head.digest)
 
     # Held-out figures come from the service's own scoring path (windows, sentences, head).
-    classifier = TextClassifier(ModelConfig(head_path=str(args.out)))
+    classifier = TextClassifier(ModelConfig(head_path=str(args.out), head_sha256=head.digest))
     truth = [labels[i] for i in test_idx]
     held_out_texts = [texts[i] for i in test_idx]
     scores = classifier.score_batch(held_out_texts)

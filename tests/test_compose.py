@@ -3,7 +3,7 @@ Grafana), checked without a Docker engine: it validates against the Compose Spec
 Schema (vendored in tests/schemas/, see its README), every host path it mounts exists after
 `make build`, the Envoy configuration it mounts matches what harness/render_envoy.py renders and
 points at the mounted .wasm, the `backend` service and the `nlp` service, the `nlp` service runs
-nlp/serve_config.yaml on the Ray version requirements.txt pins, Prometheus' configuration passes
+nlp/serve_config.yaml on the Ray version requirements.in pins, Prometheus' configuration passes
 `promtool check config` and scrapes Envoy's admin and the Ray head's metrics port, and Grafana's
 provisioning names the data source every dashboard panel uses."""
 
@@ -142,16 +142,16 @@ def _pins(path: Path) -> dict[str, str]:
 
 
 def test_nlp_service_runs_the_serve_config_on_the_pinned_ray(compose):
-    """The nlp service: the official Ray image of the Ray version requirements.txt pins,
+    """The nlp service: the official Ray image of the Ray version requirements.in pins,
     installing the same model packages, running nlp/serve_config.yaml with the HTTP proxy
     opened to the compose network (the sed in its command really rewrites the host)."""
     nlp = compose["services"]["nlp"]
-    pins = _pins(ROOT / "requirements.txt")
+    pins = _pins(ROOT / "requirements.in")
     image, tag = nlp["image"].split(":")
     assert image == "rayproject/ray"
     assert tag.startswith(pins["ray"] + "-py") and tag.endswith("-cpu"), tag
     for name, version in _pins(ROOT / "nlp" / "requirements.txt").items():
-        assert pins.get(name) == version, f"nlp/requirements.txt pins {name}=={version}, requirements.txt {pins.get(name)}"
+        assert pins.get(name) == version, f"nlp/requirements.txt pins {name}=={version}, requirements.in {pins.get(name)}"
     mounts = {dst: src for svc, src, dst in _bind_mounts(compose) if svc == "nlp"}
     assert mounts["/app/nlp"] == "./nlp" and nlp["environment"]["PYTHONPATH"] == "/app"
     script = nlp["command"][-1]

@@ -14,7 +14,19 @@ import pytest
 from nlp.config import ConfigError, ModelConfig, ServiceConfig
 from nlp.head import HeadFormatError, SoftmaxHead
 from nlp.model import TextClassifier
-from nlp.model_files import HEAD_PATH, default_tokenizer_path
+from nlp import model_files
+from nlp.model_files import (
+    DEFAULT_ENCODER,
+    DEFAULT_HEAD,
+    DEFAULT_TOKENIZER,
+    HEAD_PATH,
+    ModelFileMismatch,
+    default_tokenizer_path,
+    package_file,
+    recorded_digests,
+    record_digest,
+    sha256_of,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 BENIGN_PARAGRAPH = (
@@ -172,12 +184,73 @@ def test_head_that_does_not_fit_the_encoder_fails_at_load(tmp_path):
     path = tmp_path / "small.npz"
     SoftmaxHead(np.zeros((2, 10), np.float32), np.zeros(2, np.float32), ("ok", "bad")).save(path)
     with pytest.raises(Exception, match="expects 10-dimensional embeddings"):
-        TextClassifier(ModelConfig(head_path=str(path)))
+        TextClassifier(ModelConfig(head_path=str(path), head_sha256=sha256_of(path)))
 
 
 def test_missing_model_file_is_a_clear_error(tmp_path):
     with pytest.raises(FileNotFoundError, match="model.onnx_path"):
-        TextClassifier(ModelConfig(onnx_path=str(tmp_path / "nope.onnx")))
+        TextClassifier(ModelConfig(onnx_path=str(tmp_path / "nope.onnx"), onnx_sha256="0" * 64))
+
+
+DEFAULT_FILES = {"onnx": DEFAULT_ENCODER, "tokenizer": DEFAULT_TOKENIZER, "head": DEFAULT_HEAD}
+
+
+def test_recorded_digests_are_those_of_the_installed_files():
+    recorded = recorded_digests()
+    assert set(recorded) == {default.key for default in DEFAULT_FILES.values()}
+    for default in DEFAULT_FILES.values():
+        assert sha256_of(package_file(default)) == recorded[default.key], default.key
+
+
+@pytest.mark.parametrize("setting", sorted(DEFAULT_FILES))
+def test_a_corrupted_model_file_is_refused_naming_both_digests(tmp_path, setting):
+    """A copy of the real file with one byte changed, configured with the real file's digest."""
+    real = package_file(DEFAULT_FILES[setting])
+    corrupted = tmp_path / real.name
+    data = bytearray(real.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    corrupted.write_bytes(bytes(data))
+    expected = recorded_digests()[DEFAULT_FILES[setting].key]
+    config = ModelConfig(**{f"{setting}_path": str(corrupted), f"{setting}_sha256": expected})
+    with pytest.raises(ModelFileMismatch) as refused:
+        TextClassifier(config)
+    message = str(refused.value)
+    assert str(corrupted) in message and f"model.{setting}_sha256" in message
+    assert expected in message and sha256_of(corrupted) in message
+
+
+def test_a_default_file_that_is_not_the_recorded_one_is_refused(tmp_path, monkeypatch):
+    """The installed tokenizer against a record that says otherwise: what a swapped package
+    looks like to the service."""
+    digests = tmp_path / "model_files.sha256"
+    wrong = "f" * 64
+    digests.write_text(model_files.DIGESTS_PATH.read_text().replace(
+        recorded_digests()[DEFAULT_TOKENIZER.key], wrong))
+    monkeypatch.setattr(model_files, "DIGESTS_PATH", digests)
+    with pytest.raises(ModelFileMismatch) as refused:
+        TextClassifier()
+    message = str(refused.value)
+    installed = package_file(DEFAULT_TOKENIZER)
+    assert str(installed) in message and DEFAULT_TOKENIZER.key in message
+    assert wrong in message and sha256_of(installed) in message
+
+
+def test_recording_a_digest_rewrites_that_line_only(tmp_path, monkeypatch):
+    digests = tmp_path / "model_files.sha256"
+    digests.write_text(model_files.DIGESTS_PATH.read_text())
+    monkeypatch.setattr(model_files, "DIGESTS_PATH", digests)
+    before = recorded_digests()
+    record_digest(DEFAULT_HEAD, "ab" * 32)
+    assert recorded_digests() == {**before, DEFAULT_HEAD.key: "ab" * 32}
+
+
+def test_a_configured_model_file_needs_its_digest():
+    with pytest.raises(ConfigError, match="model.onnx_path needs model.onnx_sha256"):
+        ServiceConfig.from_mapping({"model": {"onnx_path": "/models/mine.onnx"}})
+    with pytest.raises(ConfigError, match="model.head_sha256 goes with model.head_path"):
+        ModelConfig(head_sha256="0" * 64)
+    with pytest.raises(ConfigError, match="64 hex digits"):
+        ModelConfig(tokenizer_path="/models/tokenizer.json", tokenizer_sha256="sha256:abc")
 
 
 def test_config_rejects_unknown_and_inconsistent_settings():
@@ -224,7 +297,8 @@ def test_a_sequence_classification_model_plugs_in_by_config(tmp_path):
     onnx_path = tmp_path / "tiny-spam.onnx"
     _tiny_classifier_onnx(onnx_path, tokenizer.get_vocab_size(), tokenizer.token_to_id("free"))
     (tmp_path / "config.json").write_text(json.dumps({"id2label": {"0": "ok", "1": "spam", "2": "toxic"}}))
-    model = TextClassifier(ModelConfig(kind="classifier", onnx_path=str(onnx_path), version="t1"))
+    model = TextClassifier(ModelConfig(kind="classifier", onnx_path=str(onnx_path),
+                                       onnx_sha256=sha256_of(onnx_path), version="t1"))
     assert model.labels == ("ok", "spam", "toxic")
     assert model.model_id == "tiny-spam@t1"
     free, hello = model.score_batch(["free free free", "hello"])

@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from nlp.local_service import read_state
+from nlp.model_files import HEAD_PATH, sha256_of
 from nlp.process_session import session_processes
 
 REPO = Path(__file__).resolve().parents[2]
@@ -208,32 +209,54 @@ def test_long_text_is_windowed_and_flagged(service):
     assert after["windows"] - before["windows"] > 10
 
 
+def _deploy_beside(service, tmp_path: Path, name: str, head: Path, head_sha256: str) -> subprocess.CompletedProcess:
+    """`nlp.run start` of another application, with its own head, onto the service's cluster."""
+    config = tmp_path / f"{name}.yaml"
+    config.write_text(
+        "applications:\n"
+        f"  - name: {name}\n"
+        f"    route_prefix: /{name}\n"
+        "    import_path: nlp.app:build_app\n"
+        f"    args: {{model: {{head_path: '{head}', head_sha256: '{head_sha256}'}}}}\n"
+    )
+    return _run("start", "--config", str(config), "--state-dir", str(tmp_path / "state"),
+                env={"RAY_ADDRESS": service["state"]["gcs_address"], "RAY_AUTH_MODE": "token"},
+                timeout=240)
+
+
+def _replica_starts(service, app: str) -> list[str]:
+    """Serve's controller log lines that start a replica of `app`."""
+    logs = Path(service["state"]["ray_temp_dir"]).glob("session_latest/logs/serve/controller_*.log")
+    return [
+        line
+        for log in logs
+        for line in log.read_text().splitlines()
+        if "Starting Replica(" in line and f"deployment='TextScorer', app='{app}'" in line
+    ]
+
+
 def test_broken_model_fails_the_deploy_once_with_a_clear_error(service, tmp_path):
     bad_head = tmp_path / "broken-head.npz"
     bad_head.write_bytes(b"this is not an npz file")
-    config = tmp_path / "broken.yaml"
-    config.write_text(
-        "applications:\n"
-        "  - name: broken\n"
-        "    route_prefix: /broken\n"
-        "    import_path: nlp.app:build_app\n"
-        f"    args: {{model: {{head_path: '{bad_head}'}}}}\n"
-    )
     started_at = time.monotonic()
-    deployed = _run("start", "--config", str(config), "--state-dir", str(tmp_path / "state"),
-                    env={"RAY_ADDRESS": service["state"]["gcs_address"], "RAY_AUTH_MODE": "token"},
-                    timeout=240)
+    deployed = _deploy_beside(service, tmp_path, "broken", bad_head, sha256_of(bad_head))
     assert deployed.returncode == 1
     assert "broken-head.npz" in deployed.stderr and "not a softmax head file" in deployed.stderr
     assert time.monotonic() - started_at < 180
     # Serve tried the constructor once and gave up: no restart loop.
-    logs = Path(service["state"]["ray_temp_dir"]).glob("session_latest/logs/serve/controller_*.log")
-    starts = [
-        line
-        for log in logs
-        for line in log.read_text().splitlines()
-        if "Starting Replica(" in line and "deployment='TextScorer', app='broken'" in line
-    ]
+    starts = _replica_starts(service, "broken")
     assert len(starts) == 1, starts
     # The healthy application is untouched.
+    assert score(service, "hello again")["label"] == "ok"
+
+
+def test_a_model_file_with_another_digest_fails_the_deploy_before_any_replica(service, tmp_path):
+    head = tmp_path / "head.npz"
+    head.write_bytes(HEAD_PATH.read_bytes())
+    configured = "0" * 64
+    deployed = _deploy_beside(service, tmp_path, "tampered", head, configured)
+    assert deployed.returncode == 1
+    assert (f"model file {head} has SHA-256 {sha256_of(head)}, but model.head_sha256 is "
+            f"{configured}: not loading it") in deployed.stderr, deployed.stderr
+    assert _replica_starts(service, "tampered") == []
     assert score(service, "hello again")["label"] == "ok"
