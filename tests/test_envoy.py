@@ -38,6 +38,17 @@ NAMES = [m.name for m in MODELS]
 # configurations
 
 
+def assert_start_refused(cfg: dict, workdir: Path, message: str) -> None:
+    """Envoy started with `cfg` exits while starting, and its log says `message`."""
+    e = envoyctl.Envoy(cfg, workdir)
+    try:
+        with pytest.raises(RuntimeError, match="exited"):
+            e.start(timeout=60)
+        assert message in e.log_tail(200)
+    finally:
+        e.stop()
+
+
 def policies(**thresholds: float) -> tuple[render_envoy.ModelPolicy, ...]:
     """The example models, with some thresholds replaced (`bot=0.0` blocks everything)."""
     return tuple(dataclasses.replace(m, threshold=thresholds.get(m.name, m.threshold)) for m in MODELS)
@@ -175,13 +186,8 @@ def test_hash_key_from_the_vm_environment(real, upstream, start_envoy, monkeypat
     assert scores_seen(start_envoy(envoy_config(upstream.port, other), "other_key"), upstream) != inline
 
     cfg = envoy_config(upstream.port, plugin)  # no environment_variables: the VM has none
-    e = envoyctl.Envoy(cfg, real.envoy.workdir.parent / "no_env")
-    try:
-        with pytest.raises(RuntimeError, match="exited"):
-            e.start(timeout=60)
-        assert "hash_key.env: the Wasm VM has no environment variable `EDGESCORE_TEST_HASH_KEY`" in e.log_tail(200)
-    finally:
-        e.stop()
+    assert_start_refused(cfg, real.envoy.workdir.parent / "no_env",
+                         "hash_key.env: the Wasm VM has no environment variable `EDGESCORE_TEST_HASH_KEY`")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -367,13 +373,8 @@ def test_validate_mode_refuses_bad_plugin_config(kind, tmp_path, upstream):
 @pytest.mark.parametrize("kind", list(BAD_PLUGINS))
 def test_envoy_refuses_to_start_with_bad_plugin_config(kind, tmp_path, upstream):
     require_build()
-    e = envoyctl.Envoy(envoy_config(upstream.port, bad_plugin(kind)), tmp_path)
-    try:
-        with pytest.raises(RuntimeError, match="exited"):
-            e.start(timeout=60)
-        assert "edgescore: configuration refused" in e.log_tail(200)
-    finally:
-        e.stop()
+    assert_start_refused(envoy_config(upstream.port, bad_plugin(kind)), tmp_path,
+                         "edgescore: configuration refused")
 
 
 class FileLds:

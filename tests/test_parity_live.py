@@ -43,6 +43,7 @@ from tests.fixtures import catboost as cb_fixtures
 from tests.fixtures import common as fixtures
 from tests.fixtures import lightgbm as lgb_fixtures
 from tests.fixtures import onnx as onnx_fixtures
+from tests.fixtures import tasks
 from tests.fixtures import xgboost as xgb_fixtures
 
 HERE = Path(__file__).resolve().parent
@@ -156,8 +157,32 @@ def write_rows(tmp: Path, R, cols, cat_cols=()):
     return p
 
 
+def assert_scores(tmp: Path, model: Path, R, cols, pred, *, prob: bool, what: str, raw=None,
+                  groups=None, cat_cols=()):
+    """Compiles `model`, scores the rows R with the CLI and holds the output to `pred`
+    (probabilities when `prob`, else values) and, given `raw`, `--raw` to the margins `raw`.
+    Returns the scores."""
+    rows = write_rows(tmp, R, cols, cat_cols)
+    art = compile_model(model, tmp / "model.esm")
+    got = score(art, rows)
+    assert_close(got, pred, kind="prob" if prob else "value", what=what, rows_csv=rows, groups=groups)
+    if raw is not None:
+        assert_close(score(art, rows, raw=True), raw, kind="value", what=what + " --raw",
+                     rows_csv=rows, groups=groups)
+    return got
+
+
 def gauss(n_feat, nan_rate, scale=1.0):
-    return fixtures.gauss_sampler(n_feat, nan_rate=nan_rate, scale=scale)
+    return tasks.gauss_sampler(n_feat, nan_rate=nan_rate, scale=scale)
+
+
+def random_data(rng, n_feat: tuple[int, int], n_rows: tuple[int, int], nan_max=0.15, scale=1.0,
+                prefix="f"):
+    """Gaussian training rows: the number of features and of rows drawn from [low, high), the
+    NaN rate from [0, nan_max). Returns (column names, a sampler of rows alike, X)."""
+    n = int(rng.integers(*n_feat))
+    samp = gauss(n, float(rng.uniform(0, nan_max)), scale=scale)
+    return [f"{prefix}{i}" for i in range(n)], samp, samp(rng, int(rng.integers(*n_rows)))
 
 
 def small_rows(rng, sample, n_feat, thr, **kw):
@@ -191,6 +216,16 @@ def synth_regression(rng, X):
     return 5 + z @ w + 2 * np.sin(z[:, 0]) + z[:, 1 % X.shape[1]] * z[:, -1] + rng.normal(0, .3, len(X))
 
 
+def regression_data(rng, n_feat: tuple[int, int], n_rows: tuple[int, int], positive=False):
+    """random_data at scale 1 or 10 and synth_regression's targets; `positive` (poisson, gamma,
+    tweedie): exp of the standardised targets. Returns (cols, sampler, X, y)."""
+    cols, samp, X = random_data(rng, n_feat, n_rows, scale=float(rng.choice([1.0, 10.0])))
+    y = synth_regression(rng, X)
+    if positive:
+        y = np.exp(np.clip((y - y.mean()) / (y.std() + 1e-9), -3, 3))
+    return cols, samp, X, y
+
+
 # --------------------------------------------------------------------------
 # XGBoost
 # --------------------------------------------------------------------------
@@ -211,32 +246,32 @@ def _xgb_common(rng):
     }
 
 
-def _xgb_check(tmp, bst, X_rows, groups, cols, *, task, ftypes=None, cat_cols=()):
+def _xgb_check(tmp, bst, rng, samp, cols, *, task, ftypes=None, cat_cols=(), ubj=False):
+    """Rows from `samp` and on the model's thresholds, scored by the CLI and by XGBoost.
+    ``ubj``: the CLI reads the model as UBJSON."""
     import xgboost as xgb
 
-    path = tmp / "model.json"
-    bst.save_model(path)
+    bst.save_model(tmp / "model.json")
+    cat_idx = [list(cols).index(c) for c in cat_cols]
+    R, groups = small_rows(rng, samp, len(cols), xgb_fixtures.xgb_thresholds(tmp / "model.json"),
+                           cat_cols=cat_idx, allow_inf=False)
+    path = tmp / ("model.ubj" if ubj else "model.json")
+    if ubj:
+        bst.save_model(path)
     loaded = xgb.Booster(model_file=str(path))
-    d = xgb.DMatrix(X_rows, feature_names=list(cols), feature_types=ftypes,
+    d = xgb.DMatrix(R, feature_names=list(cols), feature_types=ftypes,
                     enable_categorical=bool(cat_cols), missing=np.nan)
     pred, raw = loaded.predict(d), loaded.predict(d, output_margin=True)
-    rows = write_rows(tmp, X_rows, cols, cat_cols)
-    art = compile_model(path, tmp / "model.esm")
-    what = f"xgboost {task} {json.loads(path.read_text())['learner']['objective']['name']}"
-    kind = "value" if task == "regression" else "prob"
-    assert_close(score(art, rows), pred, kind=kind, what=what, rows_csv=rows, groups=groups)
-    assert_close(score(art, rows, raw=True), raw, kind="value", what=what + " --raw",
-                 rows_csv=rows, groups=groups)
+    objective = json.loads(loaded.save_config())["learner"]["objective"]["name"]
+    assert_scores(tmp, path, R, cols, pred, prob=task != "regression", raw=raw, groups=groups,
+                  cat_cols=cat_cols, what=f"xgboost {task} {objective} ({path.suffix[1:]})")
 
 
 def test_xgb_binary(seed, tmp_path):
     import xgboost as xgb
 
     rng = rng_for(seed, "xgb_binary")
-    n_feat = int(rng.integers(3, 12))
-    cols = [f"f{i}" for i in range(n_feat)]
-    samp = gauss(n_feat, float(rng.uniform(0, 0.2)))
-    X = samp(rng, int(rng.integers(200, 700)))
+    cols, samp, X = random_data(rng, (3, 12), (200, 700), nan_max=0.2)
     y = synth_binary(rng, X)
     params = dict(_xgb_common(rng), objective="binary:logistic")
     if rng.random() < 0.3:
@@ -244,30 +279,21 @@ def test_xgb_binary(seed, tmp_path):
     bst = xgb.train(params, xgb.DMatrix(pd.DataFrame(X, columns=cols), label=y),
                     int(rng.integers(5, 60)))
     tmp_path.joinpath("params.json").write_text(json.dumps(params))
-    bst.save_model(tmp_path / "model.json")
-    R, groups = small_rows(rng, samp, n_feat, xgb_fixtures.xgb_thresholds(tmp_path / "model.json"),
-                           allow_inf=False)
-    _xgb_check(tmp_path, bst, R, groups, cols, task="binary")
+    _xgb_check(tmp_path, bst, rng, samp, cols, task="binary")
 
 
 def test_xgb_multiclass(seed, tmp_path):
     import xgboost as xgb
 
     rng = rng_for(seed, "xgb_multiclass")
-    n_feat = int(rng.integers(3, 10))
     k = int(rng.integers(3, 6))
-    cols = [f"x{i}" for i in range(n_feat)]
-    samp = gauss(n_feat, float(rng.uniform(0, 0.15)))
-    X = samp(rng, int(rng.integers(300, 700)))
+    cols, samp, X = random_data(rng, (3, 10), (300, 700), prefix="x")
     y = synth_multiclass(rng, X, k)
     params = dict(_xgb_common(rng), objective="multi:softprob", num_class=k)
     params["max_depth"] = min(params["max_depth"], 5)
     bst = xgb.train(params, xgb.DMatrix(pd.DataFrame(X, columns=cols), label=y),
                     int(rng.integers(3, 20)))
-    bst.save_model(tmp_path / "model.json")
-    R, groups = small_rows(rng, samp, n_feat, xgb_fixtures.xgb_thresholds(tmp_path / "model.json"),
-                           allow_inf=False)
-    _xgb_check(tmp_path, bst, R, groups, cols, task="multiclass")
+    _xgb_check(tmp_path, bst, rng, samp, cols, task="multiclass")
 
 
 @pytest.mark.parametrize("objective", ["reg:squarederror", "reg:absoluteerror",
@@ -277,22 +303,14 @@ def test_xgb_regression(seed, objective, tmp_path):
     import xgboost as xgb
 
     rng = rng_for(seed, "xgb_regression" + objective)
-    n_feat = int(rng.integers(3, 10))
-    cols = [f"f{i}" for i in range(n_feat)]
-    samp = gauss(n_feat, float(rng.uniform(0, 0.15)), scale=float(rng.choice([1.0, 10.0])))
-    X = samp(rng, int(rng.integers(200, 600)))
-    y = synth_regression(rng, X)
-    if objective in ("count:poisson", "reg:gamma", "reg:tweedie"):
-        y = np.exp(np.clip((y - y.mean()) / (y.std() + 1e-9), -3, 3))
-        if objective == "count:poisson":
-            y = rng.poisson(y)
+    cols, samp, X, y = regression_data(rng, (3, 10), (200, 600),
+                                       positive=objective in ("count:poisson", "reg:gamma", "reg:tweedie"))
+    if objective == "count:poisson":
+        y = rng.poisson(y)
     params = dict(_xgb_common(rng), objective=objective)
     bst = xgb.train(params, xgb.DMatrix(pd.DataFrame(X, columns=cols), label=y),
                     int(rng.integers(5, 50)))
-    bst.save_model(tmp_path / "model.json")
-    R, groups = small_rows(rng, samp, n_feat, xgb_fixtures.xgb_thresholds(tmp_path / "model.json"),
-                           allow_inf=False)
-    _xgb_check(tmp_path, bst, R, groups, cols, task="regression")
+    _xgb_check(tmp_path, bst, rng, samp, cols, task="regression")
 
 
 def _cat_sampler(rng, num_cols, cat_sizes, nan_rate, unseen):
@@ -332,17 +350,23 @@ def _cat_label(rng, X, n_num, cat_sizes):
     return (s + rng.normal(0, 0.4, len(s)) > np.median(s)).astype(int)
 
 
-def test_xgb_categorical(seed, tmp_path):
-    import xgboost as xgb
-
-    rng = rng_for(seed, "xgb_categorical")
+def _cat_data(rng, n_rows: tuple[int, int]):
+    """1-4 numeric columns and 1-3 categorical ones of random sizes, some of their codes never
+    trained: (n_num, cat_sizes, cols, sampler, X, binary labels)."""
     n_num = int(rng.integers(1, 5))
     cat_sizes = {f"c{i}": int(rng.choice([3, 5, 12, 40, 100])) for i in range(int(rng.integers(1, 4)))}
     unseen = {c: rng.choice(k, min(k // 4, 5), replace=False) for c, k in cat_sizes.items()}
     cols, samp = _cat_sampler(rng, [f"n{i}" for i in range(n_num)], cat_sizes,
                               float(rng.uniform(0, 0.1)), unseen)
-    X = samp(rng, int(rng.integers(300, 800)), train=True)
-    y = _cat_label(rng, X, n_num, cat_sizes)
+    X = samp(rng, int(rng.integers(*n_rows)), train=True)
+    return n_num, cat_sizes, cols, samp, X, _cat_label(rng, X, n_num, cat_sizes)
+
+
+def test_xgb_categorical(seed, tmp_path):
+    import xgboost as xgb
+
+    rng = rng_for(seed, "xgb_categorical")
+    n_num, cat_sizes, cols, samp, X, y = _cat_data(rng, (300, 800))
     df = pd.DataFrame(X, columns=cols)
     for c, k in cat_sizes.items():
         df[c] = pd.Categorical(df[c], categories=list(range(k)))
@@ -351,13 +375,8 @@ def test_xgb_categorical(seed, tmp_path):
                   tree_method=str(rng.choice(["hist", "approx"])))
     bst = xgb.train(params, xgb.DMatrix(df, label=y, enable_categorical=True),
                     int(rng.integers(5, 40)))
-    bst.save_model(tmp_path / "model.json")
-    cat_idx = list(range(n_num, len(cols)))
-    R, groups = small_rows(rng, samp, len(cols), xgb_fixtures.xgb_thresholds(tmp_path / "model.json"),
-                           cat_cols=cat_idx, allow_inf=False)
     ftypes = ["float"] * n_num + ["c"] * len(cat_sizes)
-    _xgb_check(tmp_path, bst, R, groups, cols, task="binary", ftypes=ftypes,
-               cat_cols=list(cat_sizes))
+    _xgb_check(tmp_path, bst, rng, samp, cols, task="binary", ftypes=ftypes, cat_cols=list(cat_sizes))
 
 
 # --------------------------------------------------------------------------
@@ -391,11 +410,16 @@ def _lgb_params(rng, **kw):
     return p
 
 
-def _lgb_check(tmp, bst, R, groups, cols, *, task, cat_cols=()):
+def _lgb_check(tmp, bst, rng, samp, cols, *, task, cat_cols=()):
+    """Rows from `samp` and at (and beside) the model's thresholds, scored by the CLI and by
+    LightGBM."""
     import lightgbm as lgb
 
     path = tmp / "model.txt"
     bst.save_model(str(path))
+    thr = {j: fixtures.f32_neighbourhood(v) for j, v in lgb_fixtures.lgb_thresholds_f64(path).items()}
+    cat_idx = [list(cols).index(c) for c in cat_cols]
+    R, groups = small_rows(rng, samp, len(cols), thr, cat_cols=cat_idx, allow_inf=True, tiny=True)
     loaded = lgb.Booster(model_file=str(path))
     Rdf = pd.DataFrame(R, columns=list(cols))
     pred, raw = loaded.predict(Rdf), loaded.predict(Rdf, raw_score=True)
@@ -404,19 +428,9 @@ def _lgb_check(tmp, bst, R, groups, cols, *, task, cat_cols=()):
         # but predict(raw_score=True) returns the un-averaged SUM.  The margin that predict()
         # transforms is raw / n_iterations; that is what `--raw` is held to.
         raw = raw / loaded.current_iteration()
-    rows = write_rows(tmp, R, cols, cat_cols)
-    art = compile_model(path, tmp / "model.esm")
     what = f"lightgbm {task} ({bst.params.get('objective')}, boosting {bst.params.get('boosting', 'gbdt')})"
-    kind = "value" if task == "regression" else "prob"
-    assert_close(score(art, rows), pred, kind=kind, what=what, rows_csv=rows, groups=groups)
-    assert_close(score(art, rows, raw=True), raw, kind="value", what=what + " --raw",
-                 rows_csv=rows, groups=groups)
-
-
-def _lgb_rows(rng, tmp, bst, samp, n_feat, cat_idx=()):
-    bst.save_model(str(tmp / "model.txt"))
-    thr = {j: fixtures.f32_neighbourhood(v) for j, v in lgb_fixtures.lgb_thresholds_f64(tmp / "model.txt").items()}
-    return small_rows(rng, samp, n_feat, thr, cat_cols=list(cat_idx), allow_inf=True, tiny=True)
+    assert_scores(tmp, path, R, cols, pred, prob=task != "regression", raw=raw, groups=groups,
+                  cat_cols=cat_cols, what=what)
 
 
 def test_lgb_binary(seed, tmp_path):
@@ -425,7 +439,7 @@ def test_lgb_binary(seed, tmp_path):
     rng = rng_for(seed, "lgb_binary")
     n_feat = int(rng.integers(3, 12))
     cols = [f"f{i}" for i in range(n_feat)]
-    train_samp = fixtures.gauss_sampler(n_feat, nan_rate=float(rng.uniform(0, 0.2)),
+    train_samp = tasks.gauss_sampler(n_feat, nan_rate=float(rng.uniform(0, 0.2)),
                                   nan_cols=range(int(rng.integers(0, n_feat + 1))))
 
     def samp(r, n):  # test rows: NaN anywhere, some exact zeros
@@ -439,27 +453,22 @@ def test_lgb_binary(seed, tmp_path):
     params = _lgb_params(rng, objective="binary")
     bst = lgb.train(params, lgb.Dataset(pd.DataFrame(X, columns=cols), label=y),
                     int(rng.integers(5, 60)))
-    R, groups = _lgb_rows(rng, tmp_path, bst, samp, n_feat)
-    _lgb_check(tmp_path, bst, R, groups, cols, task="binary")
+    _lgb_check(tmp_path, bst, rng, samp, cols, task="binary")
 
 
 def test_lgb_multiclass(seed, tmp_path):
     import lightgbm as lgb
 
     rng = rng_for(seed, "lgb_multiclass")
-    n_feat = int(rng.integers(3, 10))
     k = int(rng.integers(3, 6))
-    cols = [f"f{i}" for i in range(n_feat)]
-    samp = gauss(n_feat, float(rng.uniform(0, 0.15)))
-    X = samp(rng, int(rng.integers(300, 800)))
+    cols, samp, X = random_data(rng, (3, 10), (300, 800))
     y = synth_multiclass(rng, X, k)
     objective = str(rng.choice(["multiclass", "multiclassova"]))
     params = _lgb_params(rng, objective=objective, num_class=k)
     params["num_leaves"] = max(params["num_leaves"], 4)
     bst = lgb.train(params, lgb.Dataset(pd.DataFrame(X, columns=cols), label=y),
                     int(rng.integers(3, 25)))
-    R, groups = _lgb_rows(rng, tmp_path, bst, samp, n_feat)
-    _lgb_check(tmp_path, bst, R, groups, cols, task="multiclass")
+    _lgb_check(tmp_path, bst, rng, samp, cols, task="multiclass")
 
 
 @pytest.mark.parametrize("objective", ["regression", "regression_l1", "huber", "poisson",
@@ -468,38 +477,25 @@ def test_lgb_regression(seed, objective, tmp_path):
     import lightgbm as lgb
 
     rng = rng_for(seed, "lgb_regression" + objective)
-    n_feat = int(rng.integers(3, 10))
-    cols = [f"f{i}" for i in range(n_feat)]
-    samp = gauss(n_feat, float(rng.uniform(0, 0.15)), scale=float(rng.choice([1.0, 10.0])))
-    X = samp(rng, int(rng.integers(200, 700)))
-    y = synth_regression(rng, X)
-    if objective in ("poisson", "tweedie", "gamma"):
-        y = np.exp(np.clip((y - y.mean()) / (y.std() + 1e-9), -3, 3))
+    cols, samp, X, y = regression_data(rng, (3, 10), (200, 700),
+                                       positive=objective in ("poisson", "tweedie", "gamma"))
     params = _lgb_params(rng, objective=objective)
     bst = lgb.train(params, lgb.Dataset(pd.DataFrame(X, columns=cols), label=y),
                     int(rng.integers(5, 50)))
-    R, groups = _lgb_rows(rng, tmp_path, bst, samp, n_feat)
-    _lgb_check(tmp_path, bst, R, groups, cols, task="regression")
+    _lgb_check(tmp_path, bst, rng, samp, cols, task="regression")
 
 
 def test_lgb_categorical(seed, tmp_path):
     import lightgbm as lgb
 
     rng = rng_for(seed, "lgb_categorical")
-    n_num = int(rng.integers(1, 5))
-    cat_sizes = {f"c{i}": int(rng.choice([3, 5, 12, 40, 100])) for i in range(int(rng.integers(1, 4)))}
-    unseen = {c: rng.choice(k, min(k // 4, 5), replace=False) for c, k in cat_sizes.items()}
-    cols, samp = _cat_sampler(rng, [f"n{i}" for i in range(n_num)], cat_sizes,
-                              float(rng.uniform(0, 0.1)), unseen)
-    X = samp(rng, int(rng.integers(300, 900)), train=True)
-    y = _cat_label(rng, X, n_num, cat_sizes)
+    n_num, cat_sizes, cols, samp, X, y = _cat_data(rng, (300, 900))
     params = _lgb_params(rng, objective="binary", min_data_per_group=int(rng.choice([2, 10, 50])),
                          cat_smooth=float(rng.choice([1.0, 10.0])),
                          max_cat_to_onehot=int(rng.choice([2, 4, 8])))
     ds = lgb.Dataset(pd.DataFrame(X, columns=cols), label=y, categorical_feature=list(cat_sizes))
     bst = lgb.train(params, ds, int(rng.integers(5, 40)))
-    R, groups = _lgb_rows(rng, tmp_path, bst, samp, len(cols), cat_idx=range(n_num, len(cols)))
-    _lgb_check(tmp_path, bst, R, groups, cols, task="binary", cat_cols=list(cat_sizes))
+    _lgb_check(tmp_path, bst, rng, samp, cols, task="binary", cat_cols=list(cat_sizes))
 
 
 # --------------------------------------------------------------------------
@@ -519,75 +515,42 @@ def _cb_common(rng):
     )
 
 
-def _cb_check(tmp, model, samp, n_feat, cols, rng, *, task):
+def _cb_check(tmp, model, rng, samp, cols, *, task):
     import catboost as cb
 
     path = tmp / "model.json"
     model.save_model(str(path), format="json")
     loaded = type(model)()
     loaded.load_model(str(path), format="json")
-    R, groups = small_rows(rng, samp, n_feat, cb_fixtures.cb_thresholds(path), allow_inf=True)
+    R, groups = small_rows(rng, samp, len(cols), cb_fixtures.cb_thresholds(path), allow_inf=True)
     Rdf = pd.DataFrame(R, columns=cols)
-    if task == "regression":
-        pred = loaded.predict(Rdf)
-    else:
-        pred = loaded.predict_proba(Rdf)
-        if task == "binary":
-            pred = pred[:, 1]
+    pred = cb_fixtures.cb_predict(loaded, Rdf, task)
     raw = loaded.predict(Rdf, prediction_type="RawFormulaVal")
-    rows = write_rows(tmp, R, cols)
-    art = compile_model(path, tmp / "model.esm")
     what = f"catboost {task} ({model.get_params().get('loss_function', 'default')}, " \
            f"catboost {cb.__version__})"
-    kind = "value" if task == "regression" else "prob"
-    assert_close(score(art, rows), pred, kind=kind, what=what, rows_csv=rows, groups=groups)
-    assert_close(score(art, rows, raw=True), raw, kind="value", what=what + " --raw",
-                 rows_csv=rows, groups=groups)
+    assert_scores(tmp, path, R, cols, pred, prob=task != "regression", raw=raw, groups=groups, what=what)
 
 
-def test_catboost_binary(seed, tmp_path):
+@pytest.mark.parametrize("task", ["binary", "multiclass", "regression"])
+def test_catboost(seed, task, tmp_path):
     import catboost as cb
 
-    rng = rng_for(seed, "catboost_binary")
-    n_feat = int(rng.integers(2, 10))
-    cols = [f"f{i}" for i in range(n_feat)]
-    samp = gauss(n_feat, float(rng.uniform(0, 0.15)))
-    X = samp(rng, int(rng.integers(200, 700)))
-    y = synth_binary(rng, X)
-    m = cb.CatBoostClassifier(**_cb_common(rng), loss_function=str(rng.choice(["Logloss", "CrossEntropy"])))
-    m.fit(pd.DataFrame(X, columns=cols), y)
-    _cb_check(tmp_path, m, samp, n_feat, cols, rng, task="binary")
-
-
-def test_catboost_multiclass(seed, tmp_path):
-    import catboost as cb
-
-    rng = rng_for(seed, "catboost_multiclass")
-    n_feat = int(rng.integers(2, 9))
-    k = int(rng.integers(3, 6))
-    cols = [f"f{i}" for i in range(n_feat)]
-    samp = gauss(n_feat, float(rng.uniform(0, 0.15)))
-    X = samp(rng, int(rng.integers(300, 700)))
-    y = synth_multiclass(rng, X, k)
+    rng = rng_for(seed, "catboost_" + task)
     params = _cb_common(rng)
-    params["depth"] = min(params["depth"], 5)
-    m = cb.CatBoostClassifier(**params, loss_function="MultiClass")
+    if task == "binary":
+        cols, samp, X = random_data(rng, (2, 10), (200, 700))
+        y = synth_binary(rng, X)
+        m = cb.CatBoostClassifier(**params, loss_function=str(rng.choice(["Logloss", "CrossEntropy"])))
+    elif task == "multiclass":
+        cols, samp, X = random_data(rng, (2, 9), (300, 700))
+        y = synth_multiclass(rng, X, int(rng.integers(3, 6)))
+        params["depth"] = min(params["depth"], 5)
+        m = cb.CatBoostClassifier(**params, loss_function="MultiClass")
+    else:
+        cols, samp, X, y = regression_data(rng, (2, 10), (200, 700))
+        m = cb.CatBoostRegressor(**params, loss_function=str(rng.choice(["RMSE", "MAE"])))
     m.fit(pd.DataFrame(X, columns=cols), y)
-    _cb_check(tmp_path, m, samp, n_feat, cols, rng, task="multiclass")
-
-
-def test_catboost_regression(seed, tmp_path):
-    import catboost as cb
-
-    rng = rng_for(seed, "catboost_regression")
-    n_feat = int(rng.integers(2, 10))
-    cols = [f"f{i}" for i in range(n_feat)]
-    samp = gauss(n_feat, float(rng.uniform(0, 0.15)), scale=float(rng.choice([1.0, 10.0])))
-    X = samp(rng, int(rng.integers(200, 700)))
-    y = synth_regression(rng, X)
-    m = cb.CatBoostRegressor(**_cb_common(rng), loss_function=str(rng.choice(["RMSE", "MAE"])))
-    m.fit(pd.DataFrame(X, columns=cols), y)
-    _cb_check(tmp_path, m, samp, n_feat, cols, rng, task="regression")
+    _cb_check(tmp_path, m, rng, samp, cols, task=task)
 
 
 # --------------------------------------------------------------------------
@@ -616,25 +579,20 @@ def _onnx_check(tmp, model, X, rng, *, task, nan_rate):
     sk_pred = np.asarray(sk(R[clean]))
     if task == "binary":
         ort_pred, sk_pred = ort_pred[:, 1], sk_pred[:, 1]
-    rows = write_rows(tmp, R, cols)
-    art = compile_model(path, tmp / "model.esm")
-    kind = "value" if task == "regression" else "prob"
     what = f"onnx {task} ({type(model).__name__} via skl2onnx)"
-    got = score(art, rows)
-    assert_close(got, ort_pred, kind=kind, what=what + " vs onnxruntime", rows_csv=rows,
-                 groups=groups)
+    got = assert_scores(tmp, path, R, cols, ort_pred, prob=task != "regression", groups=groups,
+                        what=what + " vs onnxruntime")
     sub = tmp / "rows_sklearn.csv"
     fixtures.write_rows(sub, R[clean], cols)
-    assert_close([got[i] for i in clean], sk_pred, kind=kind, what=what + " vs sklearn (NaN-free random rows)",
-                 rows_csv=sub)
+    assert_close([got[i] for i in clean], sk_pred, kind="value" if task == "regression" else "prob",
+                 what=what + " vs sklearn (NaN-free random rows)", rows_csv=sub)
 
 
 def test_onnx_rf_binary(seed, tmp_path):
     from sklearn.ensemble import RandomForestClassifier, ExtraTreesClassifier
 
     rng = rng_for(seed, "onnx_rf_binary")
-    n_feat = int(rng.integers(2, 10))
-    X = gauss(n_feat, 0)(rng, int(rng.integers(200, 600)))
+    _, _, X = random_data(rng, (2, 10), (200, 600), nan_max=0)
     y = synth_binary(rng, X)
     cls = RandomForestClassifier if rng.random() < 0.7 else ExtraTreesClassifier
     m = cls(n_estimators=int(rng.integers(3, 40)), max_depth=int(rng.integers(2, 10)),
@@ -643,57 +601,36 @@ def test_onnx_rf_binary(seed, tmp_path):
     _onnx_check(tmp_path, m, X, rng, task="binary", nan_rate=0.03)
 
 
-def test_onnx_rf_multiclass(seed, tmp_path):
-    from sklearn.ensemble import RandomForestClassifier
+@pytest.mark.parametrize("task", ["multiclass", "regression"])
+def test_onnx_rf(seed, task, tmp_path):
+    from sklearn.ensemble import RandomForestClassifier, RandomForestRegressor
 
-    rng = rng_for(seed, "onnx_rf_multiclass")
-    n_feat = int(rng.integers(2, 9))
-    k = int(rng.integers(3, 6))
-    X = gauss(n_feat, 0)(rng, int(rng.integers(300, 600)))
-    y = synth_multiclass(rng, X, k)
-    m = RandomForestClassifier(n_estimators=int(rng.integers(3, 30)), max_depth=int(rng.integers(2, 9)),
-                               random_state=int(rng.integers(1 << 30)), n_jobs=1).fit(X, y)
-    _onnx_check(tmp_path, m, X, rng, task="multiclass", nan_rate=0.03)
-
-
-def test_onnx_rf_regressor(seed, tmp_path):
-    from sklearn.ensemble import RandomForestRegressor
-
-    rng = rng_for(seed, "onnx_rf_regressor")
-    n_feat = int(rng.integers(2, 9))
-    X = gauss(n_feat, 0)(rng, int(rng.integers(200, 600)))
-    y = synth_regression(rng, X)
-    m = RandomForestRegressor(n_estimators=int(rng.integers(3, 30)), max_depth=int(rng.integers(2, 9)),
-                              random_state=int(rng.integers(1 << 30)), n_jobs=1).fit(X, y)
-    _onnx_check(tmp_path, m, X, rng, task="regression", nan_rate=0.03)
+    rng = rng_for(seed, f"onnx_rf_{task}")
+    if task == "multiclass":
+        k = int(rng.integers(3, 6))
+        _, _, X = random_data(rng, (2, 9), (300, 600), nan_max=0)
+        cls, y = RandomForestClassifier, synth_multiclass(rng, X, k)
+    else:
+        _, _, X = random_data(rng, (2, 9), (200, 600), nan_max=0)
+        cls, y = RandomForestRegressor, synth_regression(rng, X)
+    m = cls(n_estimators=int(rng.integers(3, 30)), max_depth=int(rng.integers(2, 9)),
+            random_state=int(rng.integers(1 << 30)), n_jobs=1).fit(X, y)
+    _onnx_check(tmp_path, m, X, rng, task=task, nan_rate=0.03)
 
 
-def test_onnx_gbt_binary(seed, tmp_path):
-    from sklearn.ensemble import GradientBoostingClassifier
+@pytest.mark.parametrize("task", ["binary", "regression"])
+def test_onnx_gbt(seed, task, tmp_path):
+    from sklearn.ensemble import GradientBoostingClassifier, GradientBoostingRegressor
 
-    rng = rng_for(seed, "onnx_gbt_binary")
-    n_feat = int(rng.integers(2, 10))
-    X = gauss(n_feat, 0)(rng, int(rng.integers(200, 600)))
-    y = synth_binary(rng, X)
-    m = GradientBoostingClassifier(n_estimators=int(rng.integers(3, 60)),
-                                   max_depth=int(rng.integers(1, 6)),
-                                   learning_rate=float(rng.uniform(0.05, 0.5)),
-                                   random_state=int(rng.integers(1 << 30))).fit(X, y)
-    _onnx_check(tmp_path, m, X, rng, task="binary", nan_rate=0.03)
-
-
-def test_onnx_gbt_regressor(seed, tmp_path):
-    from sklearn.ensemble import GradientBoostingRegressor
-
-    rng = rng_for(seed, "onnx_gbt_regressor")
-    n_feat = int(rng.integers(2, 10))
-    X = gauss(n_feat, 0)(rng, int(rng.integers(200, 600)))
-    y = synth_regression(rng, X)
-    m = GradientBoostingRegressor(n_estimators=int(rng.integers(3, 60)),
-                                  max_depth=int(rng.integers(1, 6)),
-                                  learning_rate=float(rng.uniform(0.05, 0.5)),
-                                  random_state=int(rng.integers(1 << 30))).fit(X, y)
-    _onnx_check(tmp_path, m, X, rng, task="regression", nan_rate=0.03)
+    rng = rng_for(seed, f"onnx_gbt_{task}")
+    _, _, X = random_data(rng, (2, 10), (200, 600), nan_max=0)
+    if task == "binary":
+        cls, y = GradientBoostingClassifier, synth_binary(rng, X)
+    else:
+        cls, y = GradientBoostingRegressor, synth_regression(rng, X)
+    m = cls(n_estimators=int(rng.integers(3, 60)), max_depth=int(rng.integers(1, 6)),
+            learning_rate=float(rng.uniform(0.05, 0.5)), random_state=int(rng.integers(1 << 30))).fit(X, y)
+    _onnx_check(tmp_path, m, X, rng, task=task, nan_rate=0.03)
 
 
 # --------------------------------------------------------------------------

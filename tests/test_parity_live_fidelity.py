@@ -16,40 +16,18 @@ import pandas as pd
 import pytest
 
 import test_parity_live as live
-from test_parity_live import assert_close, compile_model, gauss, rng_for, score, small_rows, write_rows
+from test_parity_live import assert_scores, gauss, random_data, rng_for, small_rows
 from tests.fixtures import catboost as cb_fixtures
-from tests.fixtures import common as fixtures
-from tests.fixtures import lightgbm as lgb_fixtures
 from tests.fixtures import onnx as onnx_fixtures
-from tests.fixtures import xgboost as xgb_fixtures
 
 pytestmark = live.pytestmark
-
-
-def _xgb_score(tmp, bst, R, groups, cols, *, task, ubj):
-    import xgboost as xgb
-
-    path = tmp / ("model.ubj" if ubj else "model.json")
-    bst.save_model(path)
-    loaded = xgb.Booster(model_file=str(path))
-    d = xgb.DMatrix(R, feature_names=list(cols), missing=np.nan)
-    pred, raw = loaded.predict(d), loaded.predict(d, output_margin=True)
-    rows = write_rows(tmp, R, cols)
-    art = compile_model(path, tmp / "model.esm")
-    what = f"xgboost {task} ({'ubj' if ubj else 'json'})"
-    kind = "value" if task == "regression" else "prob"
-    assert_close(score(art, rows), pred, kind=kind, what=what, rows_csv=rows, groups=groups)
-    assert_close(score(art, rows, raw=True), raw, kind="value", what=what + " --raw", rows_csv=rows, groups=groups)
 
 
 def test_xgb_vector_leaves(seed, tmp_path):
     import xgboost as xgb
 
     rng = rng_for(seed, "xgb_vector_leaves")
-    n_feat = int(rng.integers(3, 9))
-    cols = [f"f{i}" for i in range(n_feat)]
-    samp = gauss(n_feat, float(rng.uniform(0, 0.15)))
-    X = samp(rng, int(rng.integers(300, 700)))
+    cols, samp, X = random_data(rng, (3, 9), (300, 700))
     params = dict(live._xgb_common(rng), tree_method="hist", multi_strategy="multi_output_tree")
     if rng.random() < 0.5:
         k = int(rng.integers(2, 5))
@@ -61,9 +39,7 @@ def test_xgb_vector_leaves(seed, tmp_path):
         params.update(objective="multi:softprob", num_class=k)
         task = "multiclass"
     bst = xgb.train(params, xgb.DMatrix(pd.DataFrame(X, columns=cols), label=Y), int(rng.integers(3, 25)))
-    bst.save_model(tmp_path / "thresholds.json")
-    R, groups = small_rows(rng, samp, n_feat, xgb_fixtures.xgb_thresholds(tmp_path / "thresholds.json"), allow_inf=False)
-    _xgb_score(tmp_path, bst, R, groups, cols, task=task, ubj=bool(rng.random() < 0.5))
+    live._xgb_check(tmp_path, bst, rng, samp, cols, task=task, ubj=bool(rng.random() < 0.5))
 
 
 @pytest.mark.parametrize("objective", ["binary:hinge", "binary:logitraw", "multi:softmax", "survival:aft",
@@ -72,10 +48,7 @@ def test_xgb_objectives(seed, objective, tmp_path):
     import xgboost as xgb
 
     rng = rng_for(seed, "xgb_" + objective)
-    n_feat = int(rng.integers(3, 9))
-    cols = [f"f{i}" for i in range(n_feat)]
-    samp = gauss(n_feat, float(rng.uniform(0, 0.15)))
-    X = samp(rng, int(rng.integers(300, 600)))
+    cols, samp, X = random_data(rng, (3, 9), (300, 600))
     params = dict(live._xgb_common(rng), objective=objective)
     d = xgb.DMatrix(pd.DataFrame(X, columns=cols))
     if objective.startswith("binary"):
@@ -95,24 +68,8 @@ def test_xgb_objectives(seed, objective, tmp_path):
         y = np.clip(np.round(live.synth_regression(rng, X) / 3), 0, 4)
         d = xgb.DMatrix(pd.DataFrame(X, columns=cols), label=y, qid=np.repeat(np.arange(len(X) // 10 + 1), 10)[: len(X)])
     bst = xgb.train(params, d, int(rng.integers(3, 30)))
-    bst.save_model(tmp_path / "thresholds.json")
-    R, groups = small_rows(rng, samp, n_feat, xgb_fixtures.xgb_thresholds(tmp_path / "thresholds.json"), allow_inf=False)
     # What `predict` prints (a margin, 0/1, a class index, a hazard ratio) compares as a value.
-    _xgb_score(tmp_path, bst, R, groups, cols, task="regression", ubj=bool(rng.random() < 0.5))
-
-
-def _lgb_score(tmp, bst, R, groups, cols, *, task):
-    import lightgbm as lgb
-
-    path = tmp / "model.txt"
-    bst.save_model(str(path))
-    loaded = lgb.Booster(model_file=str(path))
-    pred, raw = loaded.predict(R), loaded.predict(R, raw_score=True)
-    rows = write_rows(tmp, R, cols)
-    art = compile_model(path, tmp / "model.esm")
-    what = f"lightgbm {task}"
-    assert_close(score(art, rows), pred, kind="value" if task == "regression" else "prob", what=what, rows_csv=rows, groups=groups)
-    assert_close(score(art, rows, raw=True), raw, kind="value", what=what + " --raw", rows_csv=rows, groups=groups)
+    live._xgb_check(tmp_path, bst, rng, samp, cols, task="regression", ubj=bool(rng.random() < 0.5))
 
 
 @pytest.mark.parametrize("objective", ["regression", "binary", "gamma", "tweedie", "quantile", "lambdarank", "dart"])
@@ -120,10 +77,7 @@ def test_lgb_linear_and_objectives(seed, objective, tmp_path):
     import lightgbm as lgb
 
     rng = rng_for(seed, "lgb_" + objective)
-    n_feat = int(rng.integers(3, 9))
-    cols = [f"f{i}" for i in range(n_feat)]
-    samp = gauss(n_feat, float(rng.uniform(0, 0.2)))
-    X = samp(rng, int(rng.integers(300, 700)))
+    cols, samp, X = random_data(rng, (3, 9), (300, 700), nan_max=0.2)
     params = dict(verbose=-1, seed=int(rng.integers(1 << 30)), num_threads=1, deterministic=True,
                   num_leaves=int(rng.integers(3, 32)), learning_rate=float(rng.uniform(0.05, 0.4)),
                   min_data_in_leaf=int(rng.choice([3, 10, 20])))
@@ -147,10 +101,7 @@ def test_lgb_linear_and_objectives(seed, objective, tmp_path):
         params.update(objective="binary", boosting="dart", drop_rate=float(rng.uniform(0.05, 0.5)))
         y, task = live.synth_binary(rng, X), "binary"
     bst = lgb.train(params, lgb.Dataset(X, y, **ds_kw), int(rng.integers(3, 40)))
-    bst.save_model(str(tmp_path / "model.txt"))
-    thr = {j: fixtures.f32_neighbourhood(v) for j, v in lgb_fixtures.lgb_thresholds_f64(tmp_path / "model.txt").items()}
-    R, groups = small_rows(rng, samp, n_feat, thr, allow_inf=True, tiny=True)
-    _lgb_score(tmp_path, bst, R, groups, cols, task=task)
+    live._lgb_check(tmp_path, bst, rng, samp, cols, task=task)
 
 
 def test_catboost_ctr_from_cbm(seed, tmp_path):
@@ -193,25 +144,17 @@ def test_catboost_ctr_from_cbm(seed, tmp_path):
         R[k < 0.1, j] = np.nan
         R[(k >= 0.1) & (k < 0.25), j] = sizes[j - n_num] + rng.integers(0, 1000, size=((k >= 0.1) & (k < 0.25)).sum())
     df = cb_fixtures.cb_frame(R, cols, cat_idx)
-    pred = m.predict(df) if kind == "regression" else m.predict_proba(df)
-    if kind == "binary":
-        pred = pred[:, 1]
-    raw = m.predict(df, prediction_type="RawFormulaVal")
-    rows = write_rows(tmp_path, R, cols)
-    art = compile_model(path, tmp_path / "model.esm")
-    what = f"catboost CTR {kind} from .cbm"
-    assert_close(score(art, rows), pred, kind="value" if kind == "regression" else "prob", what=what, rows_csv=rows)
-    assert_close(score(art, rows, raw=True), raw, kind="value", what=what + " --raw", rows_csv=rows)
+    assert_scores(tmp_path, path, R, cols, cb_fixtures.cb_predict(m, df, kind), prob=kind != "regression",
+                  raw=m.predict(df, prediction_type="RawFormulaVal"), what=f"catboost CTR {kind} from .cbm")
 
 
 def test_onnx_tree_ensemble_5(seed, tmp_path):
-    import onnxruntime as ort
     from skl2onnx import to_onnx
     from sklearn.ensemble import GradientBoostingClassifier, RandomForestRegressor
 
     rng = rng_for(seed, "onnx5")
-    n_feat = int(rng.integers(2, 8))
-    X = gauss(n_feat, 0)(rng, int(rng.integers(200, 600)))
+    cols, _, X = random_data(rng, (2, 8), (200, 600), nan_max=0)
+    n_feat = len(cols)
     member = None
     if rng.random() < 0.5:
         member, n_codes = int(rng.integers(n_feat)), int(rng.integers(3, 50))
@@ -234,10 +177,5 @@ def test_onnx_tree_ensemble_5(seed, tmp_path):
     R, groups = small_rows(rng, gauss(n_feat, 0.05), n_feat, onnx_fixtures.v5_thresholds(onx), allow_inf=True)
     if member is not None:
         R[:, member] = np.where(np.isfinite(R[:, member]), np.round(R[:, member] * 3), R[:, member])
-    s = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-    want = s.run(None, {"X": R})[0]
-    rows = write_rows(tmp_path, R, [f"f{i}" for i in range(n_feat)])
-    art = compile_model(path, tmp_path / "model.esm")
-    kind = "prob" if post else "value"
-    assert_close(score(art, rows), want, kind=kind, what=f"onnx TreeEnsemble-5 post={post} aggregate={aggregate}",
-                 rows_csv=rows, groups=groups)
+    assert_scores(tmp_path, path, R, cols, onnx_fixtures.ort_run(path, R)["Y"], prob=bool(post), groups=groups,
+                  what=f"onnx TreeEnsemble-5 post={post} aggregate={aggregate}")

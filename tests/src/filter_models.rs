@@ -59,3 +59,14 @@ pub fn default_writes_config(mode: &str, extra: &str) -> String {
             {{"artifact":"{scanner}","threshold":0.5,"action":"tag"}}]{extra}}}"#
     )
 }
+
+/// Two models that only tag: `proto` on `http_protocol` and `name` on `feature`, both
+/// connection properties, with every request's features logged.
+pub fn connection_config(name: &str, feature: &str, threshold: f64) -> String {
+    let proto = base64(&artifact(&step_model("proto", "http_protocol", 1.5, 1.0)));
+    let other = base64(&artifact(&step_model(name, feature, threshold, 1.0)));
+    format!(
+        r#"{{"hash_key":"test-key-0123456789","feature_log":{{"sample_rate":1}},"models":[
+            {{"artifact":"{proto}","threshold":2,"action":"tag"}},{{"artifact":"{other}","threshold":2,"action":"tag"}}]}}"#
+    )
+}

@@ -65,3 +65,11 @@ pub fn assert_matches_reference(m: &ModelIr, bytes: &[u8], rows: &[Vec<f32>]) {
         assert_eq!(out, m.margins(row), "row {row:?}");
     }
 }
+
+/// `m`, written at the format it needs, is format `format` and scores `rows` as the reference
+/// reading does.
+pub fn assert_written_as(m: &ModelIr, format: u32, rows: &[Vec<f32>]) {
+    let bytes = edgescore_compile::write::write(m).unwrap();
+    assert_eq!(format_version(&bytes), format);
+    assert_matches_reference(m, &bytes, rows);
+}

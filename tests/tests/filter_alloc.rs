@@ -8,7 +8,7 @@
 //! - the host's calls into `proxy_on_memory_allocate` (one per buffer the host returns), which
 //!   the arena serves — counted by the host, so the two views must agree.
 
-use edgescore_tests::filter_models::{artifact, base64, step_model, two_model_config};
+use edgescore_tests::filter_models::{connection_config, two_model_config};
 use edgescore_proxy_host::{cargo::filter_wasm, Host, Vm};
 
 fn counters(vm: &mut Vm) -> (u64, u64, u64, u64) {
@@ -75,12 +75,7 @@ fn no_heap_allocation_per_request_after_warm_up() {
 /// known ones, and connections whose slot another one took over).
 #[test]
 fn no_heap_allocation_with_connection_properties() {
-    let proto = base64(&artifact(&step_model("proto", "http_protocol", 1.5, 1.0)));
-    let sni = base64(&artifact(&step_model("sni", "sni_present", 0.5, 1.0)));
-    let config = format!(
-        r#"{{"hash_key":"test-key-0123456789","feature_log":{{"sample_rate":1}},"models":[
-            {{"artifact":"{proto}","threshold":2,"action":"tag"}},{{"artifact":"{sni}","threshold":2,"action":"tag"}}]}}"#
-    );
+    let config = connection_config("sni", "sni_present", 0.5);
     let host = Host::new(filter_wasm().unwrap()).unwrap();
     let mut vm = host.vm(b"").unwrap();
     assert!(vm.configure(config.as_bytes()).unwrap());

@@ -2,7 +2,7 @@
 //! mode, hostile requests, metrics and filter state. Fast and deterministic; the same
 //! behaviours are checked in real Envoy by tests/test_envoy.py.
 
-use edgescore_tests::filter_models::{artifact, base64, default_writes_config, step_model, two_model_config};
+use edgescore_tests::filter_models::{artifact, base64, connection_config, default_writes_config, step_model, two_model_config};
 use edgescore_proxy_host::{cargo::filter_wasm, Action, Host, Vm};
 
 fn vm(config: &str) -> Vm {
@@ -241,12 +241,7 @@ fn hostile_requests_never_trap() {
 /// request and the properties once per connection; without an id it reads them every time.
 #[test]
 fn connection_properties_are_read_once_per_connection() {
-    let proto = base64(&artifact(&step_model("proto", "http_protocol", 1.5, 1.0)));
-    let tls = base64(&artifact(&step_model("tls", "tls_version", 1.25, 1.0)));
-    let config = format!(
-        r#"{{"hash_key":"test-key-0123456789","feature_log":{{"sample_rate":1}},"models":[
-            {{"artifact":"{proto}","threshold":2,"action":"tag"}},{{"artifact":"{tls}","threshold":2,"action":"tag"}}]}}"#
-    );
+    let config = connection_config("tls", "tls_version", 1.25);
     let mut vm = vm(&config);
     let mut features = |connection: Option<u64>, protocol: &str, tls: Option<&str>| -> (f64, f64) {
         let s = vm.stream();

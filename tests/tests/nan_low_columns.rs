@@ -7,8 +7,8 @@ use edgescore_compile::inspect;
 use edgescore_compile::ir::{self, FeatureKind, ModelIr, Test, Tree};
 use edgescore_compile::write::write;
 use edgescore_core::artifact::layout::*;
-use edgescore_core::{ArtifactError, Model};
-use edgescore_tests::artifact_edit::{resealed, with_node};
+use edgescore_core::Model;
+use edgescore_tests::artifact_edit::assert_column_flag_checked;
 use edgescore_tests::ir_build::{self, format_version, leaf, numeric, split};
 
 /// Comparisons only, NaN going either way, and `x < −∞` with NaN to the yes side (a test for
@@ -87,47 +87,20 @@ fn tests_that_must_see_nan_keep_the_inputs() {
     // A set and a zero-as-missing test with NaN to the yes side: columns would not spare the
     // NaN-aware walk, so the model is written without them, in the lowest format.
     let m = mixed_model();
-    let bytes = write(&m).unwrap();
-    assert_eq!(format_version(&bytes), 1);
-    assert_matches_reference(&m, &bytes);
+    ir_build::assert_written_as(&m, 1, &rows(m.features.len()));
     // So is a model with too few tree levels to repay the row of columns (7 levels, 3 inputs).
     let small = comparison_trees();
-    let bytes = write(&small).unwrap();
-    assert_eq!(format_version(&bytes), 1);
-    assert_matches_reference(&small, &bytes);
+    ir_build::assert_written_as(&small, 1, &rows(small.features.len()));
     // And `x < −f32::MAX` with NaN to the yes side: on a column, −∞ would pass it too.
     let mut edge = comparison_model();
     edge.trees.push(Tree { output: 0, nodes: vec![split(1, Test::Lt(-f32::MAX as f64), true, 1, 2), leaf(64.0), leaf(-64.0)] });
-    let bytes = write(&edge).unwrap();
-    assert_eq!(format_version(&bytes), 1);
-    assert_matches_reference(&edge, &bytes);
+    ir_build::assert_written_as(&edge, 1, &rows(edge.features.len()));
 }
 
 #[test]
 fn columns_are_validated() {
     let good = write(&comparison_model()).unwrap();
-    let nodes = Model::load(&good).unwrap().ensemble().nodes().to_vec();
-    let column = nodes.iter().position(|n| n.flags & node::LEAF == 0 && n.feature >= 3).unwrap();
-    // Past the last column.
-    let b = with_node(&good, column, |n| n.feature = 6);
-    assert!(matches!(Model::load(&b), Err(ArtifactError::Node { reason: "feature index out of range", .. })));
-    // Without the flag, there are only the three inputs.
-    let mut b = good.clone();
-    let declared = u32::from_le_bytes(b[12..16].try_into().unwrap());
-    b[12..16].copy_from_slice(&(declared & !flags::NAN_LOW_COLUMNS).to_le_bytes());
-    assert!(matches!(Model::load(&resealed(b)), Err(ArtifactError::Node { reason: "feature index out of range", .. })));
-    // Relabelled as format 3, the flag is unknown there.
-    let mut b = good.clone();
-    b[8..12].copy_from_slice(&3u32.to_le_bytes());
-    assert_eq!(Model::load(&resealed(b)).err(), Some(ArtifactError::UnknownFlags(flags::NAN_LOW_COLUMNS)));
-    // The flag with no split on a column claims a row the walk never reads.
-    let mut b = good.clone();
-    for (i, n) in nodes.iter().enumerate() {
-        if n.flags & node::LEAF == 0 && n.feature >= 3 {
-            b = with_node(&b, i, |n| n.feature -= 3);
-        }
-    }
-    assert!(matches!(Model::load(&b), Err(ArtifactError::FlagsMismatch { .. })));
+    assert_column_flag_checked(&good, flags::NAN_LOW_COLUMNS, 3..6, 3, 3);
 }
 
 #[test]
@@ -147,9 +120,7 @@ fn numeric_models_with_missing_values_score_exactly() {
         ],
     };
     let m = ModelIr::binary_logistic("num", numeric(3), (0..11).map(|k| tree(k as f64 - 5.0, (1u64 << k) as f64)).collect());
-    let bytes = write(&m).unwrap();
-    assert_eq!(format_version(&bytes), 4);
-    assert_matches_reference(&m, &bytes);
+    ir_build::assert_written_as(&m, 4, &rows(m.features.len()));
 }
 
 #[test]

@@ -6,8 +6,8 @@
 use edgescore_compile::ir::{ModelIr, Test, Tree};
 use edgescore_compile::write::{write, write_for};
 use edgescore_core::artifact::layout::*;
-use edgescore_core::{ArtifactError, Model};
-use edgescore_tests::artifact_edit::{resealed, with_node};
+use edgescore_core::Model;
+use edgescore_tests::artifact_edit::assert_column_flag_checked;
 use edgescore_tests::ir_build::{self, format_version, leaf, numeric, split};
 
 /// LightGBM's zero-as-missing splits, missing going either way, thresholds around zero and the
@@ -107,40 +107,15 @@ fn an_older_fleet_or_a_test_that_cannot_move_keeps_the_zero_tests() {
     // would pass it too.
     let mut edge = m.clone();
     edge.trees.push(Tree { output: 0, nodes: vec![split(0, Test::LeZeroAsMissing(f64::NEG_INFINITY), true, 1, 2), leaf(-1.0), leaf(1.0)] });
-    let bytes = write(&edge).unwrap();
-    assert_eq!(format_version(&bytes), 1);
-    assert_matches_reference(&edge, &bytes);
+    ir_build::assert_written_as(&edge, 1, &rows());
     // An equality test on an input sees NaN and has no column: the walk must test NaN anyway.
     let mut eq = m.clone();
     eq.trees.push(Tree { output: 0, nodes: vec![split(1, Test::Eq(0.5), false, 1, 2), leaf(-1.0), leaf(1.0)] });
-    let bytes = write(&eq).unwrap();
-    assert_eq!(format_version(&bytes), 1);
-    assert_matches_reference(&eq, &bytes);
+    ir_build::assert_written_as(&eq, 1, &rows());
 }
 
 #[test]
 fn zero_columns_are_validated() {
     let good = write(&zero_missing_model()).unwrap();
-    let nodes = Model::load(&good).unwrap().ensemble().nodes().to_vec();
-    let high = nodes.iter().position(|n| n.flags & node::LEAF == 0 && n.feature >= 9).unwrap();
-    // Past the last column.
-    let b = with_node(&good, high, |n| n.feature = 12);
-    assert!(matches!(Model::load(&b), Err(ArtifactError::Node { reason: "feature index out of range", .. })));
-    // Without the flag, the row ends after the NaN-low columns.
-    let declared = u32::from_le_bytes(good[12..16].try_into().unwrap());
-    let mut b = good.clone();
-    b[12..16].copy_from_slice(&(declared & !flags::ZERO_MISSING_COLUMNS).to_le_bytes());
-    assert!(matches!(Model::load(&resealed(b)), Err(ArtifactError::Node { reason: "feature index out of range", .. })));
-    // Relabelled as format 4, the flag is unknown there.
-    let mut b = good.clone();
-    b[8..12].copy_from_slice(&4u32.to_le_bytes());
-    assert_eq!(Model::load(&resealed(b)).err(), Some(ArtifactError::UnknownFlags(flags::ZERO_MISSING_COLUMNS)));
-    // The flag with no split on a zero column claims a row the walk never reads.
-    let mut b = good.clone();
-    for (i, n) in nodes.iter().enumerate() {
-        if n.flags & node::LEAF == 0 && n.feature >= 6 {
-            b = with_node(&b, i, |n| n.feature -= 6);
-        }
-    }
-    assert!(matches!(Model::load(&b), Err(ArtifactError::FlagsMismatch { .. })));
+    assert_column_flag_checked(&good, flags::ZERO_MISSING_COLUMNS, 9..12, 6, 4);
 }

@@ -75,4 +75,47 @@ impl Library {
         }
         ir
     }
+
+    /// Damaged copies of the model file `file`, read one by one: the reader may refuse them
+    /// but must not panic.
+    pub fn read_damaged(&self, file: &str, d: Damage) {
+        let base = std::fs::read(self.data(file)).unwrap();
+        let mut seed = d.seed;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        for len in (0..base.len()).step_by(d.prefix_step) {
+            let _ = (self.read)(&base[..len]);
+        }
+        for _ in 0..d.rounds {
+            let mut bytes = base.clone();
+            for _ in 0..1 + next() % d.max_edits {
+                let i = (next() % bytes.len() as u64) as usize;
+                bytes[i] = d.noise[(next() % d.noise.len() as u64) as usize];
+            }
+            let _ = (self.read)(&bytes);
+        }
+    }
+}
+
+/// The message of a read that must fail.
+pub fn message(r: Result<ModelIr, ReadError>) -> String {
+    match r {
+        Ok(_) => panic!("expected an error"),
+        Err(e) => e.to_string(),
+    }
+}
+
+/// How [`Library::read_damaged`] damages a file: every `prefix_step`-th prefix of it, then
+/// `rounds` copies with 1..=`max_edits` bytes replaced by bytes of `noise`, at places drawn
+/// from an xorshift stream seeded with `seed`.
+pub struct Damage {
+    pub prefix_step: usize,
+    pub rounds: usize,
+    pub max_edits: u64,
+    pub noise: &'static [u8],
+    pub seed: u64,
 }

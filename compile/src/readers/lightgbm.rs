@@ -552,17 +552,9 @@ pub fn read(bytes: &[u8]) -> Result<ModelIr, ReadError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::readers::library_check::Library;
+    use crate::readers::library_check::{message, Damage, Library};
 
     const LIGHTGBM: Library = Library { format: "LightGBM", prefix: "lgb_reader", extension: "txt", read, raw_is_sum: true };
-
-    fn read_file(name: &str) -> Result<ModelIr, ReadError> {
-        LIGHTGBM.read_file(name)
-    }
-
-    fn data(name: &str) -> std::path::PathBuf {
-        LIGHTGBM.data(name)
-    }
 
     /// Scores every stored row and compares with LightGBM's own predictions (whose raw score of
     /// an averaging model, a random forest, is the plain sum).
@@ -668,23 +660,16 @@ mod tests {
         assert_eq!(missing, [false, false, true, true, false, false]);
     }
 
-    fn message(r: Result<ModelIr, ReadError>) -> String {
-        match r {
-            Ok(_) => panic!("expected an error"),
-            Err(e) => e.to_string(),
-        }
-    }
-
     #[test]
     fn refuses_sqrt() {
         assert_eq!(
-            message(read_file("sqrt.refuse.txt")),
+            message(LIGHTGBM.read_file("sqrt.refuse.txt")),
             "unsupported in lightgbm model: objective `regression sqrt` (reg_sqrt: LightGBM squares the prediction)"
         );
     }
 
     fn handmade() -> String {
-        std::fs::read_to_string(data("handmade.txt")).unwrap()
+        std::fs::read_to_string(LIGHTGBM.data("handmade.txt")).unwrap()
     }
 
     #[test]
@@ -749,25 +734,7 @@ mod tests {
 
     #[test]
     fn never_panics_on_damaged_input() {
-        let base = std::fs::read(data("multiclass.txt")).unwrap();
-        let mut seed = 0x2545_f491_4f6c_dd1du64;
-        let mut next = move || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed
-        };
-        for len in (0..base.len()).step_by(97) {
-            let _ = read(&base[..len]);
-        }
-        let noise = [b'-', b'0', b'9', b' ', b'\n', b'=', b'x', b'.', b'e'];
-        for _ in 0..300 {
-            let mut bytes = base.clone();
-            for _ in 0..1 + next() % 4 {
-                let i = (next() % bytes.len() as u64) as usize;
-                bytes[i] = noise[(next() % noise.len() as u64) as usize];
-            }
-            let _ = read(&bytes);
-        }
+        let damage = Damage { prefix_step: 97, rounds: 300, max_edits: 4, noise: b"-09 \n=x.e", seed: 0x2545_f491_4f6c_dd1d };
+        LIGHTGBM.read_damaged("multiclass.txt", damage);
     }
 }

@@ -40,13 +40,18 @@ impl HeaderMap {
         self.0.iter().map(|(k, v)| (k.as_slice(), v.as_slice()))
     }
 
-    /// First value for `name` (compared lower-cased), as Envoy's `getHeaderMapValue` returns it.
-    pub fn get(&self, name: impl AsRef<[u8]>) -> Option<&[u8]> {
+    /// The values for `name` (compared lower-cased), in order.
+    fn values(&self, name: impl AsRef<[u8]>) -> impl Iterator<Item = &[u8]> {
         let name = name.as_ref().to_ascii_lowercase();
         self.0
             .iter()
-            .find(|(k, _)| *k == name)
+            .filter(move |(k, _)| *k == name)
             .map(|(_, v)| v.as_slice())
+    }
+
+    /// First value for `name`, as Envoy's `getHeaderMapValue` returns it.
+    pub fn get(&self, name: impl AsRef<[u8]>) -> Option<&[u8]> {
+        self.values(name).next()
     }
 
     /// First value for `name` as a (lossy) string.
@@ -56,12 +61,7 @@ impl HeaderMap {
     }
 
     pub fn get_all(&self, name: impl AsRef<[u8]>) -> Vec<&[u8]> {
-        let name = name.as_ref().to_ascii_lowercase();
-        self.0
-            .iter()
-            .filter(|(k, _)| *k == name)
-            .map(|(_, v)| v.as_slice())
-            .collect()
+        self.values(name).collect()
     }
 
     pub fn contains(&self, name: impl AsRef<[u8]>) -> bool {

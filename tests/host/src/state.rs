@@ -3,6 +3,7 @@
 //! [`Stream`](super::Stream) handle.
 
 use crate::headers::HeaderMap;
+use crate::vm::HostOptions;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
@@ -266,22 +267,12 @@ pub(crate) enum After {
     LocalReply(u32),
 }
 
-#[derive(Clone, Debug)]
-pub struct VmOptions {
-    pub vm_id: String,
-    pub root_id: String,
-    pub plugin_name: String,
-    pub log_level: LogLevel,
-    pub allow_on_headers_stop_iteration: bool,
-    pub encode_local_replies: bool,
-    pub echo_logs: bool,
-}
-
 pub struct VmState {
     pub(crate) wasi: WasiP1Ctx,
     pub(crate) shared: Arc<Mutex<Shared>>,
     pub(crate) clock: Arc<Clock>,
-    pub(crate) opts: Arc<VmOptions>,
+    /// The Host's options (its clusters and start time are read once, into `shared` and `clock`).
+    pub(crate) opts: Arc<HostOptions>,
     pub(crate) memory: Option<Memory>,
     pub(crate) alloc: Option<TypedFunc<i32, i32>>,
     pub(crate) alloc_calls: u64,

@@ -367,17 +367,9 @@ fn codes_with_hashes(mut wanted: Vec<u32>) -> HashMap<u32, Vec<u32>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::readers::library_check::Library;
+    use crate::readers::library_check::{message, Damage, Library};
 
     const CATBOOST: Library = Library { format: "CatBoost", prefix: "catboost_reader", extension: "json", read, raw_is_sum: false };
-
-    fn read_file(name: &str) -> Result<ModelIr, ReadError> {
-        CATBOOST.read_file(name)
-    }
-
-    fn data(name: &str) -> std::path::PathBuf {
-        CATBOOST.data(name)
-    }
 
     fn check_against_library(name: &str) -> ModelIr {
         let ir = CATBOOST.check(name);
@@ -489,32 +481,25 @@ mod tests {
         assert_eq!(check_against_library("poisson").link, Link::Exp);
     }
 
-    fn message(r: Result<ModelIr, ReadError>) -> String {
-        match r {
-            Ok(_) => panic!("expected an error"),
-            Err(e) => e.to_string(),
-        }
-    }
-
     #[test]
     fn refusals() {
         // CTR features are read (tests/tests/parity_catboost.rs checks their values).
-        let ctr = read_file("ctr_small.json").unwrap();
+        let ctr = CATBOOST.read_file("ctr_small.json").unwrap();
         assert!(!ctr.ctrs.is_empty() && ctr.ctrs.iter().all(|c| !c.table.is_empty()));
-        let m = message(read_file("onehot_strings.refuse.json"));
+        let m = message(CATBOOST.read_file("onehot_strings.refuse.json"));
         assert!(m.starts_with("unsupported in catboost model: CatBoost one-hot split on a category (hash "), "{m}");
         assert!(m.ends_with(") that is not an integer code in 0..1048576 (tree 0)"), "{m}");
         assert_eq!(
-            message(read_file("depthwise.refuse.json")),
+            message(CATBOOST.read_file("depthwise.refuse.json")),
             "unsupported in catboost model: non-symmetric trees (grow_policy Depthwise or Lossguide)"
         );
-        let text = std::fs::read_to_string(data("poisson.json")).unwrap().replace("\"Poisson\"", "\"RMSEWithUncertainty\"");
+        let text = std::fs::read_to_string(CATBOOST.data("poisson.json")).unwrap().replace("\"Poisson\"", "\"RMSEWithUncertainty\"");
         assert_eq!(message(read(text.as_bytes())), "unsupported in catboost model: loss function `RMSEWithUncertainty`");
     }
 
     #[test]
     fn malformed_models() {
-        let base: Value = serde_json::from_slice(&std::fs::read(data("multiclass.json")).unwrap()).unwrap();
+        let base: Value = serde_json::from_slice(&std::fs::read(CATBOOST.data("multiclass.json")).unwrap()).unwrap();
         let edit = |f: &dyn Fn(&mut Value)| {
             let mut v = base.clone();
             f(&mut v);
@@ -563,25 +548,7 @@ mod tests {
 
     #[test]
     fn never_panics_on_damaged_input() {
-        let base = std::fs::read(data("multiclass.json")).unwrap();
-        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = move || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed
-        };
-        for len in (0..base.len()).step_by(331) {
-            let _ = read(&base[..len]);
-        }
-        let noise = [b'-', b'0', b'9', b'1', b'[', b']', b'"', b'.', b'e'];
-        for _ in 0..200 {
-            let mut bytes = base.clone();
-            for _ in 0..1 + next() % 3 {
-                let i = (next() % bytes.len() as u64) as usize;
-                bytes[i] = noise[(next() % noise.len() as u64) as usize];
-            }
-            let _ = read(&bytes);
-        }
+        let damage = Damage { prefix_step: 331, rounds: 200, max_edits: 3, noise: b"-091[]\".e", seed: 0x9e37_79b9_7f4a_7c15 };
+        CATBOOST.read_damaged("multiclass.json", damage);
     }
 }

@@ -1,10 +1,10 @@
 //! Header maps: what the filter can read and write of the request/response headers and
 //! trailers and the HTTP call response, as Envoy exposes them (`proxy_*_header_map_*`).
 
-use super::memory::{copy_out, read, write_u32};
+use super::memory::{copy_out, out_u32, read};
 use super::{C, E, R};
 use crate::headers::{deserialize_pairs, HeaderMap};
-use crate::state::{status::*, StreamState, VmState};
+use crate::state::{status::*, Direction, StreamState, VmState};
 use anyhow::Result;
 use wasmtime::Linker;
 
@@ -25,35 +25,27 @@ fn const_map(s: &VmState, ty: i32) -> Result<Option<HeaderMap>, i32> {
     let Some(stream) = s.stream() else {
         return Ok(None);
     };
-    let st = stream.lock().unwrap();
-    let alp = s.access_log_phase;
-    Ok(match ty {
-        0 if alp => st.request.headers.clone(),
-        0 => st
-            .request
-            .headers
-            .clone()
-            .filter(|_| st.request.headers_live),
-        1 if alp => None,
-        1 => st
-            .request
-            .trailers
-            .clone()
-            .filter(|_| st.request.trailers_live),
-        2 if alp => st.response.headers.clone(),
-        2 => st
-            .response
-            .headers
-            .clone()
-            .filter(|_| st.response.headers_live),
-        3 if alp => st.response.trailers.clone(),
-        3 => st
-            .response
-            .trailers
-            .clone()
-            .filter(|_| st.response.trailers_live),
-        _ => unreachable!(),
+    let mut guard = stream.lock().unwrap();
+    let (d, trailers) = stream_map(&mut guard, ty).expect("a stream map: 0..=3");
+    Ok(match (trailers, s.access_log_phase) {
+        // In the access-log phase every map but the request trailers is readable.
+        (true, true) if ty == 1 => None,
+        (false, true) => d.headers.clone(),
+        (true, true) => d.trailers.clone(),
+        (false, false) => d.headers.clone().filter(|_| d.headers_live),
+        (true, false) => d.trailers.clone().filter(|_| d.trailers_live),
     })
+}
+
+/// Stream map `ty` (0..=3): its direction, and whether it is the trailers (else the headers).
+fn stream_map(st: &mut StreamState, ty: i32) -> Option<(&mut Direction, bool)> {
+    match ty {
+        0 => Some((&mut st.request, false)),
+        1 => Some((&mut st.request, true)),
+        2 => Some((&mut st.response, false)),
+        3 => Some((&mut st.response, true)),
+        _ => None,
+    }
 }
 
 /// Envoy `getMap`: the mutable map, or BadArgument. Trailers are created on demand in the last
@@ -68,12 +60,8 @@ fn with_map<T>(s: &VmState, ty: i32, f: impl FnOnce(&mut HeaderMap) -> T) -> Res
     let mut guard = stream.lock().unwrap();
     let st: &mut StreamState = &mut guard;
     let eos = st.eos;
-    let (dir, trailers) = match ty {
-        0 => (&mut st.request, false),
-        1 => (&mut st.request, true),
-        2 => (&mut st.response, false),
-        3 => (&mut st.response, true),
-        _ => return Err(BAD_ARGUMENT),
+    let Some((dir, trailers)) = stream_map(st, ty) else {
+        return Err(BAD_ARGUMENT);
     };
     if trailers {
         if !dir.trailers_live && dir.body_live && eos && dir.trailers.is_none() {
@@ -157,30 +145,24 @@ pub(super) fn define(l: &mut Linker<VmState>) -> Result<()> {
             })))
         },
     )?;
-    l.func_wrap(
-        E,
-        "proxy_replace_header_map_value",
-        |c: C, ty: i32, kp: i32, ks: i32, vp: i32, vs: i32| -> R {
-            let key = mem!(read(&c, kp, ks));
-            let value = mem!(read(&c, vp, vs));
-            Ok(st!(with_map(c.data(), ty, |m| {
-                m.replace(&key, &value);
-                OK
-            })))
-        },
-    )?;
-    l.func_wrap(
-        E,
-        "proxy_add_header_map_value",
-        |c: C, ty: i32, kp: i32, ks: i32, vp: i32, vs: i32| -> R {
-            let key = mem!(read(&c, kp, ks));
-            let value = mem!(read(&c, vp, vs));
-            Ok(st!(with_map(c.data(), ty, |m| {
-                m.add(&key, &value);
-                OK
-            })))
-        },
-    )?;
+    let set_value: [(&str, fn(&mut HeaderMap, &[u8], &[u8])); 2] = [
+        ("proxy_replace_header_map_value", |m, k, v| m.replace(k, v)),
+        ("proxy_add_header_map_value", |m, k, v| m.add(k, v)),
+    ];
+    for (name, set) in set_value {
+        l.func_wrap(
+            E,
+            name,
+            move |c: C, ty: i32, kp: i32, ks: i32, vp: i32, vs: i32| -> R {
+                let key = mem!(read(&c, kp, ks));
+                let value = mem!(read(&c, vp, vs));
+                Ok(st!(with_map(c.data(), ty, |m| {
+                    set(m, &key, &value);
+                    OK
+                })))
+            },
+        )?;
+    }
     l.func_wrap(
         E,
         "proxy_get_header_map_size",
@@ -188,11 +170,7 @@ pub(super) fn define(l: &mut Linker<VmState>) -> Result<()> {
             // Envoy quirk: this is `byteSize()` (total key+value bytes), not the entry count, and
             // it uses the mutable map (BadArgument once the headers were continued).
             let size = st!(with_map(c.data(), ty, |m| m.byte_size()));
-            Ok(if write_u32(&mut c, out, size as u32) {
-                OK
-            } else {
-                INVALID_MEMORY_ACCESS
-            })
+            out_u32(&mut c, out, size as u32)
         },
     )?;
     Ok(())

@@ -1,7 +1,7 @@
 //! HTTP calls (`proxy_http_call`; the response is delivered by `Vm::respond_http_call` and
 //! friends), and the gRPC calls, which are not implemented.
 
-use super::memory::{read, write_u32};
+use super::memory::{out_u32, read, write_u32};
 use super::{C, E, R};
 use crate::headers::{deserialize_pairs, HeaderMap};
 use crate::state::{status::*, HttpCall, VmState};
@@ -69,11 +69,7 @@ pub(super) fn define(l: &mut Linker<VmState>) -> Result<()> {
                     dispatched_from,
                 },
             );
-            Ok(if write_u32(&mut c, token_ptr, token) {
-                OK
-            } else {
-                INVALID_MEMORY_ACCESS
-            })
+            out_u32(&mut c, token_ptr, token)
         },
     )?;
 

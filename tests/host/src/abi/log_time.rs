@@ -1,6 +1,6 @@
 //! Logging (`proxy_log`, `proxy_get_log_level`), the clock and the tick period.
 
-use super::memory::{read, write_u32, write_u64};
+use super::memory::{out_u32, out_u64, read};
 use super::{C, E, R};
 use crate::state::{status::*, LogLevel, VmState};
 use anyhow::Result;
@@ -22,22 +22,14 @@ pub(super) fn define(l: &mut Linker<VmState>) -> Result<()> {
     )?;
     l.func_wrap(E, "proxy_get_log_level", |mut c: C, out: i32| -> R {
         let lvl = c.data().opts.log_level as u32;
-        Ok(if write_u32(&mut c, out, lvl) {
-            OK
-        } else {
-            INVALID_MEMORY_ACCESS
-        })
+        out_u32(&mut c, out, lvl)
     })?;
     l.func_wrap(
         E,
         "proxy_get_current_time_nanoseconds",
         |mut c: C, out: i32| -> R {
             let t = c.data().clock.wall_ns();
-            Ok(if write_u64(&mut c, out, t) {
-                OK
-            } else {
-                INVALID_MEMORY_ACCESS
-            })
+            out_u64(&mut c, out, t)
         },
     )?;
     l.func_wrap(

@@ -33,6 +33,24 @@ pub(super) fn write_u64(c: &mut C, ptr: i32, v: u64) -> bool {
     write(c, ptr, &v.to_le_bytes())
 }
 
+/// Ends a call that returns `v` through the guest pointer `ptr`: OK, or INVALID_MEMORY_ACCESS
+/// where `ptr` is outside guest memory.
+pub(super) fn out_u32(c: &mut C, ptr: i32, v: u32) -> R {
+    Ok(if write_u32(c, ptr, v) {
+        OK
+    } else {
+        INVALID_MEMORY_ACCESS
+    })
+}
+
+pub(super) fn out_u64(c: &mut C, ptr: i32, v: u64) -> R {
+    Ok(if write_u64(c, ptr, v) {
+        OK
+    } else {
+        INVALID_MEMORY_ACCESS
+    })
+}
+
 /// cpp-host `copyToPointerSize`: empty → writes (0, 0) without allocating; otherwise calls the
 /// guest's exported allocator (counted), copies, and writes (ptr, len).
 pub(super) fn copy_out(c: &mut C, bytes: &[u8], ptr_ptr: i32, size_ptr: i32) -> R {

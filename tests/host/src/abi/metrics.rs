@@ -1,6 +1,6 @@
 //! Metrics: counters, gauges and histograms, by name in the Host's store.
 
-use super::memory::{read, write_u32, write_u64};
+use super::memory::{out_u32, out_u64, read};
 use super::{C, E, R};
 use crate::state::{status::*, MetricKind, VmState};
 use anyhow::Result;
@@ -30,11 +30,7 @@ pub(super) fn define(l: &mut Linker<VmState>) -> Result<()> {
                 .metrics
                 .entry((name, kind))
                 .or_default();
-            Ok(if write_u32(&mut c, out, id) {
-                OK
-            } else {
-                INVALID_MEMORY_ACCESS
-            })
+            out_u32(&mut c, out, id)
         },
     )?;
     l.func_wrap(
@@ -92,11 +88,7 @@ pub(super) fn define(l: &mut Linker<VmState>) -> Result<()> {
             .get(&(name, kind))
             .map(|m| m.value)
             .unwrap_or(0);
-        Ok(if write_u64(&mut c, out, v) {
-            OK
-        } else {
-            INVALID_MEMORY_ACCESS
-        })
+        out_u64(&mut c, out, v)
     })?;
     Ok(())
 }

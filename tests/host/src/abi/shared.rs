@@ -1,6 +1,6 @@
 //! Shared data (CAS) and shared queues, kept per Host as Envoy keeps them per process.
 
-use super::memory::{copy_out, read, write_u32};
+use super::memory::{copy_out, out_u32, read};
 use super::{C, E, R};
 use crate::state::{status::*, Queue, VmState};
 use anyhow::Result;
@@ -28,11 +28,7 @@ pub(super) fn define(l: &mut Linker<VmState>) -> Result<()> {
             if r != OK {
                 return Ok(r);
             }
-            Ok(if write_u32(&mut c, cas_ptr, cas) {
-                OK
-            } else {
-                INVALID_MEMORY_ACCESS
-            })
+            out_u32(&mut c, cas_ptr, cas)
         },
     )?;
     l.func_wrap(
@@ -89,11 +85,7 @@ pub(super) fn define(l: &mut Linker<VmState>) -> Result<()> {
                     }
                 }
             };
-            Ok(if write_u32(&mut c, out, token) {
-                OK
-            } else {
-                INVALID_MEMORY_ACCESS
-            })
+            out_u32(&mut c, out, token)
         },
     )?;
     l.func_wrap(
@@ -112,11 +104,7 @@ pub(super) fn define(l: &mut Linker<VmState>) -> Result<()> {
                 .find(|(_, q)| q.vm_id == vm_id && q.name == name)
                 .map(|(t, _)| *t);
             let Some(t) = t else { return Ok(NOT_FOUND) };
-            Ok(if write_u32(&mut c, out, t) {
-                OK
-            } else {
-                INVALID_MEMORY_ACCESS
-            })
+            out_u32(&mut c, out, t)
         },
     )?;
     l.func_wrap(

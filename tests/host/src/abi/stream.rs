@@ -4,7 +4,7 @@
 use super::memory::read;
 use super::{C, E, R};
 use crate::headers::{deserialize_pairs, HeaderMap};
-use crate::state::{status::*, After, LocalReply, VmState};
+use crate::state::{status::*, After, LocalReply, StreamState, VmState};
 use anyhow::Result;
 use wasmtime::Linker;
 
@@ -16,35 +16,44 @@ fn defer(c: &mut C, a: After) {
     c.data_mut().after.push(a);
 }
 
-fn continue_stream(c: &mut C, t: i32) -> i32 {
+/// Checks a continue/close call's stream type `t` and records the call, in the list `calls`
+/// picks, on the stream it was made on: that stream's context (None: no stream), or BadArgument.
+fn record_call(
+    c: &mut C,
+    t: i32,
+    calls: fn(&mut StreamState) -> &mut Vec<u32>,
+) -> Result<Option<u32>, i32> {
     if !stream_type_ok(t) {
-        return BAD_ARGUMENT;
+        return Err(BAD_ARGUMENT);
     }
     let ctx = c.data().ctx();
-    if let Some(s) = c.data().stream() {
-        s.lock().unwrap().continue_calls.push(t as u32);
-    }
+    Ok(c.data().stream().map(|s| {
+        calls(&mut s.lock().unwrap()).push(t as u32);
+        ctx
+    }))
+}
+
+fn continue_stream(c: &mut C, t: i32) -> i32 {
+    let stream = match record_call(c, t, |s| &mut s.continue_calls) {
+        Ok(stream) => stream,
+        Err(code) => return code,
+    };
     match t {
         3 => return UNIMPLEMENTED, // Envoy: continueStream(Upstream) is Unimplemented
         2 => return OK,            // no network filter callbacks on an HTTP stream
         _ => {}
     }
-    if c.data().streams.contains_key(&ctx) {
+    if let Some(ctx) = stream {
         defer(c, After::Continue(ctx, t as u32));
     }
     OK
 }
 
 fn close_stream(c: &mut C, t: i32) -> i32 {
-    if !stream_type_ok(t) {
-        return BAD_ARGUMENT;
-    }
-    let ctx = c.data().ctx();
-    if let Some(s) = c.data().stream() {
-        s.lock().unwrap().close_calls.push(t as u32);
-        if t <= 1 {
-            defer(c, After::Close(ctx, t as u32));
-        }
+    match record_call(c, t, |s| &mut s.close_calls) {
+        Ok(Some(ctx)) if t <= 1 => defer(c, After::Close(ctx, t as u32)),
+        Ok(_) => {}
+        Err(code) => return code,
     }
     OK
 }

@@ -101,15 +101,7 @@ impl Host {
             compiled,
             shared: Arc::new(Mutex::new(shared)),
             clock: Arc::new(Clock::new(o.start_time_ns)),
-            opts: Arc::new(VmOptions {
-                vm_id: o.vm_id,
-                root_id: o.root_id,
-                plugin_name: o.plugin_name,
-                log_level: o.log_level,
-                allow_on_headers_stop_iteration: o.allow_on_headers_stop_iteration,
-                encode_local_replies: o.encode_local_replies,
-                echo_logs: o.echo_logs,
-            }),
+            opts: Arc::new(o),
         })
     }
 

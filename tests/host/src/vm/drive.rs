@@ -17,6 +17,19 @@ impl Vm {
         Ok(())
     }
 
+    /// One of Envoy's filter callbacks on `s`: `drive` it, then run what the filter deferred
+    /// meanwhile.
+    fn deliver(
+        &mut self,
+        s: &Stream,
+        drive: impl FnOnce(&mut Self) -> Result<Action>,
+    ) -> Result<Action> {
+        self.check(s)?;
+        let r = drive(self)?;
+        self.run_after()?;
+        Ok(r)
+    }
+
     fn ensure_created(&mut self, s: &Stream) -> Result<()> {
         if s.state.lock().unwrap().created {
             return Ok(());
@@ -236,10 +249,9 @@ impl Vm {
         headers: impl IntoHeaders,
         end_of_stream: bool,
     ) -> Result<Action> {
-        self.check(s)?;
-        let r = self.drive_headers(s, Dir::Request, headers.into_headers(), end_of_stream)?;
-        self.run_after()?;
-        Ok(r)
+        self.deliver(s, |vm| {
+            vm.drive_headers(s, Dir::Request, headers.into_headers(), end_of_stream)
+        })
     }
 
     /// `decodeData` for one chunk. While buffering (the filter returned Pause from a body
@@ -251,17 +263,13 @@ impl Vm {
         chunk: &[u8],
         end_of_stream: bool,
     ) -> Result<Action> {
-        self.check(s)?;
-        let r = self.drive_body(s, Dir::Request, chunk, end_of_stream)?;
-        self.run_after()?;
-        Ok(r)
+        self.deliver(s, |vm| vm.drive_body(s, Dir::Request, chunk, end_of_stream))
     }
 
     pub fn request_trailers(&mut self, s: &Stream, trailers: impl IntoHeaders) -> Result<Action> {
-        self.check(s)?;
-        let r = self.drive_trailers(s, Dir::Request, trailers.into_headers())?;
-        self.run_after()?;
-        Ok(r)
+        self.deliver(s, |vm| {
+            vm.drive_trailers(s, Dir::Request, trailers.into_headers())
+        })
     }
 
     /// `encodeHeaders` (the upstream's response reaching this filter).
@@ -271,10 +279,9 @@ impl Vm {
         headers: impl IntoHeaders,
         end_of_stream: bool,
     ) -> Result<Action> {
-        self.check(s)?;
-        let r = self.drive_headers(s, Dir::Response, headers.into_headers(), end_of_stream)?;
-        self.run_after()?;
-        Ok(r)
+        self.deliver(s, |vm| {
+            vm.drive_headers(s, Dir::Response, headers.into_headers(), end_of_stream)
+        })
     }
 
     pub fn response_body(
@@ -283,17 +290,15 @@ impl Vm {
         chunk: &[u8],
         end_of_stream: bool,
     ) -> Result<Action> {
-        self.check(s)?;
-        let r = self.drive_body(s, Dir::Response, chunk, end_of_stream)?;
-        self.run_after()?;
-        Ok(r)
+        self.deliver(s, |vm| {
+            vm.drive_body(s, Dir::Response, chunk, end_of_stream)
+        })
     }
 
     pub fn response_trailers(&mut self, s: &Stream, trailers: impl IntoHeaders) -> Result<Action> {
-        self.check(s)?;
-        let r = self.drive_trailers(s, Dir::Response, trailers.into_headers())?;
-        self.run_after()?;
-        Ok(r)
+        self.deliver(s, |vm| {
+            vm.drive_trailers(s, Dir::Response, trailers.into_headers())
+        })
     }
 
     /// The end of the stream as Envoy runs it: access log (`proxy_on_log`, with the final

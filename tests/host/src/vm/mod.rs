@@ -97,7 +97,7 @@ pub struct Host {
     compiled: Arc<compile::Compiled>,
     shared: Arc<Mutex<Shared>>,
     clock: Arc<Clock>,
-    opts: Arc<VmOptions>,
+    opts: Arc<HostOptions>,
 }
 
 static VM_SERIAL: AtomicU64 = AtomicU64::new(1);

@@ -1,7 +1,7 @@
 //! The test's `Stream` handle: per-stream properties, and what the filter did to the request
 //! and response.
 
-use super::Stream;
+use super::{Dir, Stream};
 use crate::headers::HeaderMap;
 use crate::state::*;
 use std::collections::BTreeMap;
@@ -30,67 +30,45 @@ impl Stream {
         self.set_property(path, [v as u8])
     }
 
+    fn direction<T>(&self, dir: Dir, f: impl FnOnce(&Direction) -> T) -> T {
+        let st = self.state.lock().unwrap();
+        f(match dir {
+            Dir::Request => &st.request,
+            Dir::Response => &st.response,
+        })
+    }
+
     /// The request headers as they are now (after the filter's changes).
     pub fn request_headers(&self) -> HeaderMap {
-        self.state
-            .lock()
-            .unwrap()
-            .request
-            .headers
-            .clone()
-            .unwrap_or_default()
+        self.direction(Dir::Request, headers_now)
     }
 
     /// The request body so far: what passed the filter plus what it is holding.
     pub fn request_body(&self) -> Vec<u8> {
-        let st = self.state.lock().unwrap();
-        let mut b = st.request.forwarded_body.clone();
-        b.extend_from_slice(&st.request.body);
-        b.extend_from_slice(&st.request.held_body);
-        b
+        self.direction(Dir::Request, body_so_far)
     }
 
     pub fn request_trailers(&self) -> Option<HeaderMap> {
-        self.state.lock().unwrap().request.trailers.clone()
+        self.direction(Dir::Request, |d| d.trailers.clone())
     }
 
     /// What reached the upstream side of the filter: headers (None while held), body, and
     /// whether end of stream passed.
     pub fn upstream_request(&self) -> (Option<HeaderMap>, Vec<u8>, bool) {
-        let st = self.state.lock().unwrap();
-        (
-            st.request.forwarded_headers.clone(),
-            st.request.forwarded_body.clone(),
-            st.request.ended,
-        )
+        self.direction(Dir::Request, passed)
     }
 
     pub fn response_headers(&self) -> HeaderMap {
-        self.state
-            .lock()
-            .unwrap()
-            .response
-            .headers
-            .clone()
-            .unwrap_or_default()
+        self.direction(Dir::Response, headers_now)
     }
 
     pub fn response_body(&self) -> Vec<u8> {
-        let st = self.state.lock().unwrap();
-        let mut b = st.response.forwarded_body.clone();
-        b.extend_from_slice(&st.response.body);
-        b.extend_from_slice(&st.response.held_body);
-        b
+        self.direction(Dir::Response, body_so_far)
     }
 
     /// What reached the client side of the filter.
     pub fn downstream_response(&self) -> (Option<HeaderMap>, Vec<u8>, bool) {
-        let st = self.state.lock().unwrap();
-        (
-            st.response.forwarded_headers.clone(),
-            st.response.forwarded_body.clone(),
-            st.response.ended,
-        )
+        self.direction(Dir::Response, passed)
     }
 
     pub fn local_reply(&self) -> Option<LocalReply> {
@@ -117,11 +95,11 @@ impl Stream {
     }
 
     pub fn request_flow(&self) -> Flow {
-        self.state.lock().unwrap().request.flow
+        self.direction(Dir::Request, |d| d.flow)
     }
 
     pub fn response_flow(&self) -> Flow {
-        self.state.lock().unwrap().response.flow
+        self.direction(Dir::Response, |d| d.flow)
     }
 
     /// True while the request is held by the filter (paused headers or buffering body).
@@ -144,4 +122,21 @@ impl Stream {
     pub fn snapshot(&self) -> StreamState {
         self.state.lock().unwrap().clone()
     }
+}
+
+fn headers_now(d: &Direction) -> HeaderMap {
+    d.headers.clone().unwrap_or_default()
+}
+
+fn body_so_far(d: &Direction) -> Vec<u8> {
+    [&d.forwarded_body[..], &d.body, &d.held_body].concat()
+}
+
+/// What passed the filter: headers (None while held), body, and whether end of stream passed.
+fn passed(d: &Direction) -> (Option<HeaderMap>, Vec<u8>, bool) {
+    (
+        d.forwarded_headers.clone(),
+        d.forwarded_body.clone(),
+        d.ended,
+    )
 }
