@@ -192,7 +192,7 @@ mod tests {
     fn a_configuration_without_the_new_fields_keeps_its_meaning() {
         let cfg = parse(&[1, 2], "").unwrap();
         let reg = cfg.registry.unwrap();
-        // One signature by any configured key, as before; expiry required at most 31 days.
+        // One signature by any configured key; an expiry required, at most 31 days after the publish.
         assert_eq!(reg.policy(), Policy::new(reg.keys()));
         assert_eq!((reg.threshold, reg.max_validity_s, reg.require_expiry, reg.min_sequence), (1, 31 * 86_400, true, 0));
         assert_eq!(reg.describe(), "polling cluster `registry` /manifest.json every 10 s, 1 of 2 key(s)");

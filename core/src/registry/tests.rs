@@ -639,7 +639,7 @@ fn k_of_n_signatures() {
     let bad_a = edited(&signed_by(&m, &[&a]), |e| e.signatures[0].sig = B64.encode([0u8; 64]));
     assert_eq!(reason(two_of_three.verify(&bad_a, PUBLISHED)).0, "bad_signature");
     assert_eq!(reason(two_of_three.verify(&edited(&bad_a, |e| e.signatures.clear()), PUBLISHED)).0, "unsigned");
-    // k = 1 is any one key, as before.
+    // k = 1 is any one key.
     assert!(policy(&[&a, &b, &c], 1).verify(&signed_by(&m, &[&c]), PUBLISHED).is_ok());
 }
 
