@@ -2,9 +2,15 @@
 //! `cargo run --bin seed -- --check` only checks that every seed still loads):
 //! one per node test kind, a multiclass softmax model, an averaged forest, a lone-leaf tree.
 //! The larger seeds there come from the CLI (`edgescore compile tests/models/... -o ...`).
+//! Then the `registry` target's signed seeds in `fuzz/seeds-registry/` ([`registry_seeds`]).
 
 use edgescore_compile::write::write;
 use edgescore_compile::ir::*;
+use edgescore_core::registry::{
+    cosign_envelope, default_golden_inputs, format_utc, golden_rows, hash_key_id, parse_utc, sign_envelope, Manifest, ManifestModel, ModelMode,
+    MANIFEST_FORMAT,
+};
+use std::path::Path;
 
 fn split(feature: u32, test: Test, missing_yes: bool, yes: u32, no: u32) -> Node {
     Node::Split { feature, test, missing_yes, yes, no }
@@ -85,10 +91,43 @@ fn main() {
         ("small_forest", model("forest", 3, 2, Link::Identity, Aggregate::Average { divisor: 2.0 }, vec![out(&lt, 0), out(&gt, 0), out(&cat, 1), out(&rare, 1)])),
         ("small_empty", model("empty", 1, 1, Link::Identity, Aggregate::Sum, vec![])),
     ];
+    let mut written = Vec::new();
     for (name, ir) in seeds {
         let bytes = write(&ir).unwrap_or_else(|e| panic!("{name}: {e}"));
         edgescore_core::Model::load(&bytes).unwrap_or_else(|e| panic!("{name}: {e}"));
         std::fs::write(dir.join(format!("{name}.esm")), &bytes).unwrap();
         println!("{name}.esm: {} bytes", bytes.len());
+        written.push(bytes);
+    }
+    registry_seeds(&dir.with_file_name("seeds-registry"), &written[0], &written[1]);
+}
+
+/// A manifest entry for `bytes` as `publish` writes it (hash key `0123456789abcdef`).
+fn entry(bytes: &[u8], mode: ModelMode, version: u64) -> ManifestModel {
+    let model = edgescore_core::Model::load(bytes).unwrap();
+    let e = model.ensemble();
+    ManifestModel::of_artifact(bytes, &e, version, mode, Some(hash_key_id(b"0123456789abcdef")), golden_rows(&e, &default_golden_inputs(&e)))
+}
+
+/// The `registry` target's seeds besides the demo registry's: a manifest of two artifacts with
+/// a week's validity, as a payload, without `expires`, and as an envelope signed by the target's
+/// key and co-signed by its second key (the seeds [7; 32] and [9; 32] of
+/// `fuzz_targets/registry.rs`), so that mutations start past the signature checks.
+fn registry_seeds(dir: &Path, active: &[u8], shadow: &[u8]) {
+    let published = parse_utc("2026-11-25T03:00:00Z").unwrap();
+    let m = Manifest {
+        format: MANIFEST_FORMAT,
+        sequence: 12,
+        published_at: format_utc(published),
+        expires: Some(format_utc(published + 7 * 86_400)),
+        models: vec![entry(active, ModelMode::Active, 7), entry(shadow, ModelMode::Shadow, 8)],
+    };
+    let signed = sign_envelope(&m.to_json(), &ed25519_dalek::SigningKey::from_bytes(&[7; 32]));
+    let cosigned = cosign_envelope(&signed, &ed25519_dalek::SigningKey::from_bytes(&[9; 32])).unwrap();
+    let unexpiring = Manifest { expires: None, ..m.clone() };
+    std::fs::create_dir_all(dir).unwrap();
+    for (name, bytes) in [("cosigned_envelope.json", cosigned), ("expiring_payload.json", m.to_json()), ("unexpiring_payload.json", unexpiring.to_json())] {
+        std::fs::write(dir.join(name), &bytes).unwrap();
+        println!("{}: {} bytes", dir.join(name).display(), bytes.len());
     }
 }

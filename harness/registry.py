@@ -5,7 +5,9 @@
     python3 -m harness.registry --cli target/release/edgescore   # publish what changed
 
 `publish_examples` publishes each example model (target/models/<name>.esm) whose bytes differ
-from the version the manifest serves, so running it twice publishes nothing the second time.
+from the version the manifest serves, so running it twice publishes nothing the second time,
+then renews the manifest (`edgescore renew`) when it expires within `RENEW_WITHIN_S` or has no
+expiry: Envoy refuses an expired manifest, and a demo registry built weeks ago must still serve.
 `make build` runs it (docker compose mounts the directory); the demo runs it and serves the
 directory with `RegistryServer`. Standard library only: it runs before the venv exists.
 
@@ -24,12 +26,18 @@ import json
 import subprocess
 import sys
 import threading
+import time
+from datetime import datetime, timezone
 from pathlib import Path
 
 from harness.render_envoy import DEMO_PUB, EXAMPLE_MODELS, HASH_KEY_FILE, ROOT
 
 REGISTRY_DIR = ROOT / "target" / "registry"
+PAYLOAD_TYPE = "application/vnd.edgescore.manifest.v1+json"
+SIGNING_CONTEXT = b"edgescore-manifest-v1\0"
 DEMO_KEY = DEMO_PUB.with_suffix(".key")
+# A manifest expiring sooner than this is renewed (publish and renew sign 7 days by default).
+RENEW_WITHIN_S = 2 * 86_400
 
 
 def manifest(directory: Path = REGISTRY_DIR) -> dict | None:
@@ -56,14 +64,55 @@ def publish(cli: Path, artifact: Path, directory: Path = REGISTRY_DIR, *, shadow
     return p.stdout.strip()
 
 
+def utc(t: float) -> str:
+    """`t` (seconds since the epoch) as a manifest time, `YYYY-MM-DDTHH:MM:SSZ`."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
+
+
+def signed_envelope(payload: dict, keys: list[Path]) -> bytes:
+    """The manifest `payload` in an envelope signed by each secret key file of `keys`, in order
+    (docs/registry.md): for tests that sign what `publish` would not. Needs `cryptography`."""
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    raw = json.dumps(payload).encode()
+    signatures = []
+    for key in keys:
+        secret = json.loads(key.read_text())
+        sk = Ed25519PrivateKey.from_private_bytes(base64.b64decode(secret["secret"]))
+        signatures.append({"key_id": secret["key_id"], "sig": base64.b64encode(sk.sign(SIGNING_CONTEXT + raw)).decode()})
+    return json.dumps({"payload_type": PAYLOAD_TYPE, "payload": base64.b64encode(raw).decode(), "signatures": signatures}).encode()
+
+
+def seconds_left(directory: Path = REGISTRY_DIR) -> float | None:
+    """Seconds until the manifest expires (negative once it has); None without a manifest or
+    an `expires`."""
+    expires = (manifest(directory) or {}).get("expires")
+    if not expires:
+        return None
+    return datetime.strptime(expires, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc).timestamp() - time.time()
+
+
+def renew(cli: Path, directory: Path = REGISTRY_DIR) -> str:
+    """`edgescore renew` with the demo key; its one-line report."""
+    args = [str(cli), "renew", str(directory), "--key", str(DEMO_KEY)]
+    p = subprocess.run(args, capture_output=True, text=True, timeout=120)
+    if p.returncode != 0:
+        raise RuntimeError(f"edgescore renew {directory} failed: {p.stderr.strip()}")
+    return p.stdout.strip()
+
+
 def publish_examples(cli: Path, directory: Path = REGISTRY_DIR) -> list[str]:
-    """Publishes every example model whose artifact is not the one the manifest serves."""
+    """Publishes every example model whose artifact is not the one the manifest serves, then
+    renews a manifest that has no expiry or expires within RENEW_WITHIN_S."""
     served = {e["name"]: e["sha256"] for e in (manifest(directory) or {"models": []})["models"] if e["mode"] == "active"}
     reports = []
     for m in EXAMPLE_MODELS:
         artifact = m.artifact
         if served.get(m.name) != hashlib.sha256(artifact.read_bytes()).hexdigest():
             reports.append(publish(cli, artifact, directory))
+    left = seconds_left(directory)
+    if manifest(directory) is not None and (left is None or left < RENEW_WITHIN_S):
+        reports.append(renew(cli, directory))
     return reports
 
 

@@ -1,11 +1,12 @@
 """The signed model registry from the publisher's side (docs/registry.md): `edgescore keygen`,
-`publish` and `verify` on a real directory — round trip, versions and sequence, shadow and
-promotion, rollback by republishing, key rotation, and a tampered byte anywhere in the registry
-found by `verify`."""
+`publish`, `renew`, `cosign` and `verify` on a real directory — round trip, versions and
+sequence, shadow and promotion, rollback by republishing, key rotation, the signed expiry and its
+renewal, several signatures, and a tampered byte anywhere in the registry found by `verify`."""
 
 from __future__ import annotations
 
 import base64
+import calendar
 import hashlib
 import json
 import os
@@ -13,10 +14,12 @@ import re
 import shutil
 import stat
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
 
+from harness.registry import signed_envelope, utc
 from harness.require import missing, module
 
 REPO = Path(__file__).resolve().parent.parent
@@ -73,7 +76,9 @@ def keys(tmp_path_factory) -> dict[str, Path]:
     d = tmp_path_factory.mktemp("keys")
     ok("keygen", "-o", d / "team")
     ok("keygen", "-o", d / "other")
-    return {"key": d / "team.key", "pub": d / "team.pub", "other_key": d / "other.key", "other_pub": d / "other.pub"}
+    ok("keygen", "-o", d / "third")
+    return {"key": d / "team.key", "pub": d / "team.pub", "other_key": d / "other.key", "other_pub": d / "other.pub",
+            "third_key": d / "third.key", "third_pub": d / "third.pub"}
 
 
 def envelope(reg: Path) -> dict:
@@ -94,6 +99,11 @@ def publish(esm: Path, reg: Path, key: Path, *extra: str | Path) -> str:
 
 def key_id_of(pub: Path) -> str:
     return json.loads(pub.read_text())["key_id"]
+
+
+def seconds(t: str) -> int:
+    """A manifest time (`YYYY-MM-DDTHH:MM:SSZ`) as seconds since the epoch."""
+    return calendar.timegm(time.strptime(t, "%Y-%m-%dT%H:%M:%SZ"))
 
 
 # --- keygen ---------------------------------------------------------------------------------
@@ -141,6 +151,9 @@ def test_publish_and_verify_round_trip(tmp_path, artifacts, keys):
     assert [s["key_id"] for s in env["signatures"]] == [key_id_of(keys["pub"])]
     m = manifest(reg)
     assert m["format"] == 1 and m["sequence"] == 1 and re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", m["published_at"])
+    # Signed, seven days after the publish by default.
+    assert seconds(m["expires"]) - seconds(m["published_at"]) == 7 * 86400
+    assert abs(seconds(m["published_at"]) - time.time()) < 120
     [entry] = m["models"]
     assert entry["name"] == "bot" and entry["version"] == 1 and entry["mode"] == "active"
     assert entry["artifact"] == f"artifacts/{sha}.esm" and entry["sha256"] == sha
@@ -153,7 +166,7 @@ def test_publish_and_verify_round_trip(tmp_path, artifacts, keys):
     assert len({r["y"][0] for r in golden}) >= 3, "golden rows should take different branches"
 
     out = ok("verify", reg, "--pub", keys["pub"])
-    assert f"signed by {key_id_of(keys['pub'])}, sequence 1" in out
+    assert f"signed by {key_id_of(keys['pub'])}, sequence 1, published {m['published_at']}, expires {m['expires']}, 1 model(s)" in out
     assert re.search(rf"^bot v1 \(active\): ok, sha256 {sha[:12]}…, \d+ bytes, {len(golden)} golden row\(s\)$", out, re.M), out
 
 
@@ -456,3 +469,111 @@ def test_cli_errors_are_one_line(tmp_path, artifacts, keys):
     assert_clean_error(run("publish", bad, "--registry", tmp_path / "r", "--key", keys["key"]), "is not a valid artifact")
     assert_clean_error(run("verify", tmp_path / "r", "--pub", keys["pub"]), "cannot read")
     assert_clean_error(run("verify", tmp_path, "--pub", keys["key"]), "is not an edgescore public key")
+
+
+# --- expiry, renewal and several signatures -------------------------------------------------
+
+
+def test_valid_for(tmp_path, artifacts, keys):
+    reg = tmp_path / "registry"
+    publish(artifacts["a"], reg, keys["key"], "--valid-for", "36h")
+    m = manifest(reg)
+    assert seconds(m["expires"]) - seconds(m["published_at"]) == 36 * 3600
+    # Longer than readers accept by default: published, with a note; `verify` with a reader's
+    # default maximum refuses it, with a larger one accepts it.
+    p = run("publish", artifacts["b"], "--registry", reg, "--key", keys["key"], "--valid-for", "40d")
+    assert p.returncode == 0 and p.stderr.startswith("edgescore: note: valid for 3456000 s"), p.stderr
+    assert_clean_error(run("verify", reg, "--pub", keys["pub"]), "manifest is valid for 3456000 s")
+    ok("verify", reg, "--pub", keys["pub"], "--max-validity", "40d")
+    # Outside a minute to 366 days: refused before anything is written.
+    before = (reg / "manifest.json").read_bytes()
+    seconds_of = {"59s": 59, "367d": 367 * 86400}
+    for bad in seconds_of:
+        p = run("publish", artifacts["a"], "--registry", reg, "--key", keys["key"], "--valid-for", bad)
+        assert_clean_error(p, f"--valid-for {seconds_of[bad]} s is not 60..=31622400 s (a minute to 366 days")
+    assert (reg / "manifest.json").read_bytes() == before
+    # Not a duration: a usage error.
+    p = run("publish", artifacts["a"], "--registry", reg, "--key", keys["key"], "--valid-for", "7 days")
+    assert p.returncode == 2 and "is not a duration" in p.stderr, p.stderr
+
+
+def test_renew_keeps_the_models_and_moves_the_expiry(tmp_path, artifacts, keys):
+    reg = tmp_path / "registry"
+    publish(artifacts["a"], reg, keys["key"])
+    publish(artifacts["b"], reg, keys["key"], "--shadow")
+    before = manifest(reg)
+    out = ok("renew", reg, "--key", keys["key"], "--valid-for", "2d")
+    after = manifest(reg)
+    assert after["models"] == before["models"] and after["sequence"] == before["sequence"] + 1
+    assert seconds(after["published_at"]) >= seconds(before["published_at"])
+    assert seconds(after["expires"]) - seconds(after["published_at"]) == 2 * 86400
+    assert out == f"renewed seq 3 (2 model(s)), expires {after['expires']}, signed by {key_id_of(keys['pub'])} -> {reg}/manifest.json\n"
+    ok("verify", reg, "--pub", keys["pub"])
+    # Nothing to renew, or a manifest someone altered: refused, nothing written.
+    assert_clean_error(run("renew", tmp_path / "empty", "--key", keys["key"]), "no manifest to renew")
+    rewrite_envelope(reg, lambda env: env.update(payload=base64.b64encode(base64.b64decode(env["payload"]).replace(b'"sequence":3', b'"sequence":9')).decode()))
+    tampered = (reg / "manifest.json").read_bytes()
+    assert_clean_error(run("renew", reg, "--key", keys["key"]), "does not verify")
+    assert (reg / "manifest.json").read_bytes() == tampered and not (reg / "manifest.json.tmp").exists()
+
+
+def test_an_expired_manifest_is_found_and_renewed(tmp_path, artifacts, keys):
+    """`verify` refuses an expired manifest (still checking its artifacts) and one without an
+    expiry; `renew`, the cron job, makes either valid again."""
+    reg = tmp_path / "registry"
+    publish(artifacts["a"], reg, keys["key"])
+    now = time.time()
+    m = manifest(reg) | {"published_at": utc(now - 3 * 86400), "expires": utc(now - 86400)}
+    (reg / "manifest.json").write_bytes(signed_envelope(m, [keys["key"]]))
+    p = run("verify", reg, "--pub", keys["pub"])
+    assert_clean_error(p, f"manifest expired at {m['expires']} (now ")
+    assert "bot v1 (active): ok" in p.stdout, p.stdout
+    assert_clean_error(run("cosign", reg, "--key", keys["other_key"]), "renew it (`edgescore renew`)")
+    ok("renew", reg, "--key", keys["key"])
+    assert manifest(reg)["sequence"] == 2
+    ok("verify", reg, "--pub", keys["pub"])
+    legacy = manifest(reg)
+    del legacy["expires"]
+    (reg / "manifest.json").write_bytes(signed_envelope(legacy, [keys["key"]]))
+    assert_clean_error(run("verify", reg, "--pub", keys["pub"]), "manifest has no `expires`")
+    ok("renew", reg, "--key", keys["key"])
+    ok("verify", reg, "--pub", keys["pub"])
+
+
+def test_several_keys_and_cosign(tmp_path, artifacts, keys):
+    reg = tmp_path / "registry"
+    team, other, third = (key_id_of(keys[k]) for k in ("pub", "other_pub", "third_pub"))
+    two = ["--pub", keys["pub"], "--pub", keys["other_pub"]]
+    # Two keys (one given twice signs once): two signatures over one payload.
+    publish(artifacts["a"], reg, keys["key"], "--key", keys["other_key"], "--key", keys["key"])
+    assert [s["key_id"] for s in envelope(reg)["signatures"]] == [team, other]
+    out = ok("verify", reg, *two, "--threshold", "2")
+    assert f"signed by {team}, {other}, sequence 1" in out
+    p = run("verify", reg, *two, "--pub", keys["third_pub"], "--threshold", "3")
+    assert_clean_error(p, f"manifest is signed by 2 of the configured keys ({team}, {other}), 3 required")
+    # A co-signature: the payload and the other signatures untouched.
+    before = envelope(reg)
+    out = ok("cosign", reg, "--key", keys["third_key"])
+    after = envelope(reg)
+    assert after["payload"] == before["payload"] and after["signatures"][:2] == before["signatures"]
+    assert after["signatures"][2]["key_id"] == third
+    expires = manifest(reg)["expires"]
+    assert out == f"co-signed seq 1 [bot v1], expires {expires}, by {third}: 3 signature(s) -> {reg}/manifest.json\n", out
+    ok("verify", reg, *two, "--pub", keys["third_pub"], "--threshold", "3")
+    # Co-signing again replaces the key's own signature.
+    ok("cosign", reg, "--key", keys["third_key"])
+    assert envelope(reg) == after
+    # A renewal by one key drops the co-signatures, which covered the old payload, with a note.
+    p = run("renew", reg, "--key", keys["key"])
+    assert p.returncode == 0 and p.stderr.startswith("edgescore: note: "), p.stderr
+    assert other in p.stderr and third in p.stderr and "`edgescore cosign`" in p.stderr
+    assert [s["key_id"] for s in envelope(reg)["signatures"]] == [team]
+    assert_clean_error(run("verify", reg, *two, "--threshold", "2"), f"manifest is signed by 1 of the configured keys ({team}), 2 required")
+    ok("cosign", reg, "--key", keys["other_key"])
+    ok("verify", reg, *two, "--threshold", "2")
+    # A policy that cannot be met, nothing to co-sign, an envelope that does not open.
+    assert_clean_error(run("verify", reg, "--pub", keys["pub"], "--threshold", "2"), "--threshold: 2 is more than the 1 distinct key(s) configured")
+    assert_clean_error(run("verify", reg, "--pub", keys["pub"], "--max-validity", "30s"), "--max-validity: 30 s is not 60..=31622400 s")
+    assert_clean_error(run("cosign", tmp_path / "none", "--key", keys["key"]), "no manifest to co-sign")
+    rewrite_envelope(reg, lambda env: env.update(payload_type="application/json"))
+    assert_clean_error(run("cosign", reg, "--key", keys["key"]), "refusing to co-sign it")

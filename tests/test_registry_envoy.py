@@ -10,7 +10,10 @@ answered by v2 with v2's scores (the CLI re-scores the filter's own feature log)
 every kind of bad registry — garbage, unsigned, unknown key, bad signature, a rolled-back
 manifest or model version, an artifact that is oversized, truncated, altered, invalid, of
 another schema or off its golden rows, the registry down — and check that each is refused with
-its counter and one log line while v2 keeps serving. Finally Envoy starts with the registry
+its counter and one log line while v2 keeps serving. Another Envoy requires two signatures and
+has floors on the sequence and on bot's version: a manifest that has expired, is valid for too
+long or for ever, is below a floor or is signed by one key only is refused the same way, and the
+same manifest co-signed (`edgescore cosign`) is taken. Finally Envoy starts with the registry
 down: without bootstrap artifacts it applies `on_error`, with them it serves them.
 """
 
@@ -29,7 +32,7 @@ import pytest
 
 from demo import traffic
 from harness import envoyctl, render_envoy
-from harness.registry import RegistryServer
+from harness.registry import RegistryServer, signed_envelope, utc
 from harness.running import Running
 from models import feature_log
 from test_envoy import MODELS, envoy_config, header, scores_of
@@ -37,8 +40,6 @@ from test_feature_log import cli_scores
 
 ROOT = Path(__file__).resolve().parent.parent
 SCHEMA = ROOT / "models" / "example" / "schema.json"
-CONTEXT = b"edgescore-manifest-v1\0"
-PAYLOAD_TYPE = "application/vnd.edgescore.manifest.v1+json"
 POLL_SECONDS = 1
 WORKERS = 2
 REQUESTS = [r for r in traffic.requests() if not r.body]
@@ -78,6 +79,9 @@ class Registry:
     other_key: Path
     artifacts: dict[str, Path]
     server: RegistryServer
+    # A second trusted key, for co-signatures.
+    second_key: Path
+    second_pub: Path
 
     def envelope(self) -> dict:
         return json.loads((self.dir / "manifest.json").read_text())
@@ -90,14 +94,7 @@ class Registry:
 
     def signed_envelope(self, manifest: dict, key: Path | None = None) -> bytes:
         """`manifest` in an envelope signed with `key` (default: the team's)."""
-        from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-
-        secret = json.loads((key or self.key).read_text())
-        sk = Ed25519PrivateKey.from_private_bytes(base64.b64decode(secret["secret"]))
-        payload = json.dumps(manifest).encode()
-        env = {"payload_type": PAYLOAD_TYPE, "payload": base64.b64encode(payload).decode(),
-               "signatures": [{"key_id": secret["key_id"], "sig": base64.b64encode(sk.sign(CONTEXT + payload)).decode()}]}
-        return json.dumps(env).encode()
+        return signed_envelope(manifest, [key or self.key])
 
     def write_envelope(self, raw: bytes) -> None:
         tmp = self.dir / "manifest.json.next"
@@ -117,6 +114,7 @@ def registry(tmp_path_factory, kind):
     tmp = tmp_path_factory.mktemp("registry")
     cli("keygen", "-o", tmp / "team")
     cli("keygen", "-o", tmp / "other")
+    cli("keygen", "-o", tmp / "second")
     arts = {m.name: m.artifact for m in MODELS}
     # v2 of `bot`: other trees (the scanner model's, under the name bot) so its scores differ.
     arts["bot-v2"] = tmp / "bot-v2.esm"
@@ -128,7 +126,7 @@ def registry(tmp_path_factory, kind):
     reg_dir = tmp / "registry"
     reg_dir.mkdir()
     server = RegistryServer(reg_dir)
-    reg = Registry(reg_dir, tmp / "team.key", tmp / "team.pub", tmp / "other.key", arts, server)
+    reg = Registry(reg_dir, tmp / "team.key", tmp / "team.pub", tmp / "other.key", arts, server, tmp / "second.key", tmp / "second.pub")
     for m in MODELS:
         reg.publish(m.artifact)
     yield reg
@@ -137,15 +135,17 @@ def registry(tmp_path_factory, kind):
 
 def plugin(reg: Registry, *, bootstrap: bool = False, **registry_overrides) -> dict:
     """The example policies, the models named (from the registry) and, with `bootstrap`,
-    also inline as bootstrap artifacts."""
+    also inline as bootstrap artifacts; the registry section trusts the team's key unless
+    `public_keys` overrides it."""
     cfg = render_envoy.plugin_config("enforce", MODELS, sample_rate=1.0, text=False)
     for entry, m in zip(cfg["models"], MODELS):
         entry["name"] = m.name
         if not bootstrap:
             del entry["artifact"]
+    keys = registry_overrides.pop("public_keys", [json.loads(reg.pub.read_text())])
     section = dict(poll_seconds=POLL_SECONDS, check_ms=50, max_artifact_bytes=4 << 20)
     section.update(registry_overrides)
-    cfg["registry"] = render_envoy.registry_section([json.loads(reg.pub.read_text())], **section)
+    cfg["registry"] = render_envoy.registry_section(keys, **section)
     return cfg
 
 
@@ -355,6 +355,76 @@ def test_every_refusal_leaves_v2_serving(envoy, registry, upstream):
         serving(envoy, upstream, version)
     finally:
         registry.write_envelope(tamper.good_envelope)
+
+
+# ---------------------------------------------------------------------------------------------
+# freshness, floors and k-of-n signatures
+
+
+def test_expiry_floors_and_two_signatures(upstream, registry, tmp_path, kind):
+    """A poller with `threshold` 2 of two keys, `min_sequence` and `min_versions` at what the
+    registry serves: each kind of stale, replayed or under-signed manifest is refused with its
+    counter and log line, the models it serves stay; the same manifest co-signed is taken."""
+    both = [registry.key, registry.second_key]
+    registry.publish(registry.artifacts["bot-v2"], "--key", str(registry.second_key))
+    good = registry.manifest()
+    good_envelope = (registry.dir / "manifest.json").read_bytes()
+    assert len(registry.envelope()["signatures"]) == 2
+    bot = next(e["version"] for e in good["models"] if e["name"] == "bot" and e["mode"] == "active")
+    assert bot >= 2, good
+    pubs = [json.loads(p.read_text()) for p in (registry.pub, registry.second_pub)]
+    running = start(upstream, registry, tmp_path / "floors", "floors", kind, public_keys=pubs, threshold=2,
+                    min_sequence=good["sequence"], min_versions={"bot": bot})
+    try:
+        wait_for("both workers to take the registry's models", lambda: stat(running, "swaps") >= WORKERS)
+        serving(running, upstream, bot)
+        swaps = stat(running, "swaps")
+        sequence = good["sequence"]
+
+        def fresh(**fields) -> dict:
+            nonlocal sequence
+            sequence += 1
+            return json.loads(json.dumps(good)) | {"sequence": sequence} | fields
+
+        def bot_version(version: int) -> dict:
+            m = fresh()
+            next(e for e in m["models"] if e["name"] == "bot" and e["mode"] == "active")["version"] = version
+            return m
+
+        now = time.time()
+        forever = fresh()
+        del forever["expires"]
+        bot_below = bot_version(bot - 1)
+        cases = [
+            ("expired", signed_envelope(fresh(published_at=utc(now - 2 * 86400), expires=utc(now - 60)), both)),
+            ("validity_too_long", signed_envelope(fresh(published_at=utc(now), expires=utc(now + 32 * 86400)), both)),
+            ("validity_too_long", signed_envelope(forever, both)),
+            ("below_minimum", signed_envelope(good | {"sequence": good["sequence"] - 1}, both)),
+            ("below_minimum", signed_envelope(bot_below, both)),
+            ("too_few_signatures", signed_envelope(fresh(), [registry.key])),
+        ]
+        def logged(reason: str) -> int:
+            return running.envoy.log_path.read_text(errors="replace").count(f": {reason}: ")
+
+        for reason, raw in cases:
+            before, lines = stat(running, f"refused.{reason}"), logged(reason)
+            registry.write_envelope(raw)
+            wait_for(f"refused.{reason}", lambda: stat(running, f"refused.{reason}") > before)
+            serving(running, upstream, bot)
+            # Envoy writes its log file every 200 ms (envoyctl): the line may trail the counter.
+            wait_for(f"the log's {reason} line", lambda: logged(reason) > lines, timeout=5)
+        assert stat(running, "swaps") == swaps, "a refused manifest changed the served models"
+        # Of these, only the manifest whose bot entry is below its floor verified (the entry
+        # refused, the served bot kept).
+        assert stat(running, "manifest_sequence") == bot_below["sequence"]
+        # The last, under-signed manifest co-signed by the second key: taken (same models).
+        cli("cosign", registry.dir, "--key", registry.second_key)
+        wait_for("the co-signed manifest", lambda: stat(running, "manifest_sequence") == sequence)
+        serving(running, upstream, bot)
+        assert stat(running, "swaps") == swaps
+    finally:
+        running.envoy.stop()
+        registry.write_envelope(good_envelope)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -128,9 +128,13 @@ enum Command {
         /// The registry directory (created if needed); any static HTTP server can serve it.
         #[arg(long)]
         registry: PathBuf,
-        /// The secret key (NAME.key from `edgescore keygen`).
-        #[arg(long)]
-        key: PathBuf,
+        /// A secret key (NAME.key from `edgescore keygen`); repeat to sign with several.
+        #[arg(long = "key", required = true, value_name = "NAME.key")]
+        keys: Vec<PathBuf>,
+        /// How long the manifest stays valid (`expires`): `7d`, `36h`, `90m`, seconds. Readers
+        /// refuse it afterwards: renew it before (`edgescore renew`, from cron).
+        #[arg(long, value_name = "DURATION", default_value = registry::DEFAULT_VALID_FOR, value_parser = registry::parse_duration)]
+        valid_for: u64,
         /// Publish as the model's shadow challenger (scored beside the active model, never acts).
         #[arg(long)]
         shadow: bool,
@@ -143,13 +147,40 @@ enum Command {
         #[arg(long)]
         golden_csv: Option<PathBuf>,
     },
-    /// Check a registry offline: the manifest's signature and fields, and every artifact's size,
-    /// sha256, validation, schema hash and golden rows.
+    /// Re-sign the registry's manifest with the same models, the next sequence and a new
+    /// expiry, so that readers keep accepting it (run it from cron well before it expires).
+    Renew {
+        /// The registry directory.
+        registry: PathBuf,
+        /// A secret key (NAME.key); repeat to sign with several.
+        #[arg(long = "key", required = true, value_name = "NAME.key")]
+        keys: Vec<PathBuf>,
+        /// How long the renewed manifest stays valid: `7d`, `36h`, `90m`, seconds.
+        #[arg(long, value_name = "DURATION", default_value = registry::DEFAULT_VALID_FOR, value_parser = registry::parse_duration)]
+        valid_for: u64,
+    },
+    /// Add a signature by another key to the registry's manifest, its content unchanged, for
+    /// readers that require several signatures (`registry.threshold`).
+    Cosign {
+        /// The registry directory.
+        registry: PathBuf,
+        /// A secret key (NAME.key); repeat to add several signatures.
+        #[arg(long = "key", required = true, value_name = "NAME.key")]
+        keys: Vec<PathBuf>,
+    },
+    /// Check a registry offline: the manifest's signatures, expiry and fields, and every
+    /// artifact's size, sha256, validation, schema hash and golden rows.
     Verify {
         registry: PathBuf,
         /// A public key (NAME.pub) the manifest may be signed with; repeat for several.
         #[arg(long = "pub", required = true, value_name = "NAME.pub")]
         public_keys: Vec<PathBuf>,
+        /// How many distinct keys of --pub must have signed (a reader's registry.threshold).
+        #[arg(long, default_value_t = 1)]
+        threshold: usize,
+        /// The longest validity accepted (a reader's registry.max_validity_s): `31d`, seconds.
+        #[arg(long, value_name = "DURATION", default_value_t = edgescore_core::registry::DEFAULT_MAX_VALIDITY_S, value_parser = registry::parse_duration)]
+        max_validity: u64,
         /// Also check each model's hash-key id against this hash key (file content, trimmed).
         #[arg(long)]
         hash_key_file: Option<PathBuf>,
@@ -334,11 +365,14 @@ fn run(cli: Cli) -> Result<()> {
             }
         }
         Command::Keygen { output } => registry::keygen(&output)?,
-        Command::Publish { artifact, registry: dir, key, shadow, hash_key_file, golden_csv } => {
-            registry::publish(registry::Publish { artifact, registry: dir, key, shadow, hash_key_file, golden_csv })?
+        Command::Publish { artifact, registry: dir, keys, valid_for, shadow, hash_key_file, golden_csv } => {
+            registry::publish(registry::Publish { artifact, registry: dir, keys, valid_for_s: valid_for, shadow, hash_key_file, golden_csv })?
         }
-        Command::Verify { registry: dir, public_keys, hash_key_file, max_bytes } => {
-            registry::verify(&dir, &public_keys, hash_key_file.as_deref(), max_bytes)?
+        Command::Renew { registry: dir, keys, valid_for } => registry::renew(registry::Renew { registry: dir, keys, valid_for_s: valid_for })?,
+        Command::Cosign { registry: dir, keys } => registry::cosign(&dir, &keys)?,
+        Command::Verify { registry: dir, public_keys, threshold, max_validity, hash_key_file, max_bytes } => {
+            let wants = registry::VerifyPolicy { threshold, max_validity_s: max_validity };
+            registry::verify(&dir, &public_keys, hash_key_file.as_deref(), max_bytes, wants)?
         }
     }
     Ok(())

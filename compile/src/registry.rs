@@ -1,13 +1,14 @@
-//! `edgescore keygen`, `publish` and `verify`: the publisher's side of the signed model registry
-//! (`docs/registry.md`). The formats and every check live in `edgescore_core::registry`, so
-//! `verify` accepts exactly what the filter accepts.
+//! `edgescore keygen`, `publish`, `renew`, `cosign` and `verify`: the publisher's side of the
+//! signed model registry (`docs/registry.md`). The formats and every check live in
+//! `edgescore_core::registry`, so `verify` accepts exactly what the filter accepts.
 
 use anyhow::{bail, Context, Result};
 use crate::rows;
+use ed25519_dalek::SigningKey;
 use edgescore_core::registry::{
-    self, check_artifact, default_golden_inputs, golden_rows, hash_key_id, open_envelope, parse_public_key, parse_secret_key,
-    public_key_file, secret_key_file, sha256_hex, sign_envelope, verify_envelope, verify_signatures, Manifest, ManifestModel, ModelMode,
-    PublicKey, MANIFEST_FILE, MANIFEST_FORMAT, MAX_GOLDEN_ROWS,
+    self, check_artifact, cosign_envelope, default_golden_inputs, format_utc, golden_rows, hash_key_id, open_envelope, parse_public_key,
+    parse_secret_key, public_key_file, secret_key_file, sha256_hex, sign_envelope, verify_signatures, Manifest, ManifestModel, ModelMode,
+    Policy, PublicKey, Signed, DEFAULT_MAX_VALIDITY_S, MANIFEST_FILE, MANIFEST_FORMAT, MAX_GOLDEN_ROWS, VALIDITY_RANGE_S,
 };
 use edgescore_core::Model;
 use std::ffi::OsString;
@@ -64,14 +65,93 @@ pub fn keygen(name: &Path) -> Result<()> {
     Ok(())
 }
 
+/// How long a manifest `publish` and `renew` sign stays valid unless told otherwise.
+pub const DEFAULT_VALID_FOR: &str = "7d";
+
+/// `7d`, `12h`, `90m`, `3600s`, `2w`, or a bare number of seconds, as seconds (`--valid-for`,
+/// `--max-validity`).
+pub fn parse_duration(text: &str) -> Result<u64, String> {
+    let text = text.trim();
+    let (digits, unit) = text.split_at(text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len()));
+    let scale = match unit {
+        "" | "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        "d" => 86_400,
+        "w" => 7 * 86_400,
+        _ => return Err(format!("{text:?} is not a duration: a number and one of s, m, h, d, w (`7d`)")),
+    };
+    let n: u64 = digits.parse().map_err(|_| format!("{text:?} is not a duration: a number and one of s, m, h, d, w (`7d`)"))?;
+    n.checked_mul(scale).ok_or_else(|| format!("{text:?} is too long"))
+}
+
 /// What `publish` was asked to do.
 pub struct Publish {
     pub artifact: PathBuf,
     pub registry: PathBuf,
-    pub key: PathBuf,
+    /// One or more secret keys: each signs the new manifest.
+    pub keys: Vec<PathBuf>,
+    /// Seconds from now to the manifest's `expires`.
+    pub valid_for_s: u64,
     pub shadow: bool,
     pub hash_key_file: Option<PathBuf>,
     pub golden_csv: Option<PathBuf>,
+}
+
+/// What `renew` was asked to do.
+pub struct Renew {
+    pub registry: PathBuf,
+    pub keys: Vec<PathBuf>,
+    pub valid_for_s: u64,
+}
+
+/// A key that signs: the secret and its public half.
+struct Signer {
+    key: SigningKey,
+    public: PublicKey,
+}
+
+/// The secret keys at `paths`, each once (a key given twice signs once).
+fn read_signers(paths: &[PathBuf]) -> Result<Vec<Signer>> {
+    let mut signers: Vec<Signer> = Vec::new();
+    for path in paths {
+        let text = fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+        let key = parse_secret_key(&text).with_context(|| format!("{} is not an edgescore secret key", path.display()))?;
+        let public = PublicKey::from_bytes(key.verifying_key().as_bytes())?;
+        if !signers.iter().any(|s| s.public.key_id == public.key_id) {
+            signers.push(Signer { key, public });
+        }
+    }
+    if signers.is_empty() {
+        bail!("no --key given: a manifest needs at least one signature");
+    }
+    Ok(signers)
+}
+
+fn key_ids(signers: &[Signer]) -> String {
+    signers.iter().map(|s| s.public.key_id.as_str()).collect::<Vec<_>>().join(", ")
+}
+
+/// `valid_for_s` is a validity a reader can be configured to accept.
+fn check_valid_for(valid_for_s: u64) -> Result<()> {
+    if !VALIDITY_RANGE_S.contains(&valid_for_s) {
+        bail!(
+            "--valid-for {valid_for_s} s is not {}..={} s (a minute to 366 days, the validities a reader can be configured to accept)",
+            VALIDITY_RANGE_S.start(),
+            VALIDITY_RANGE_S.end()
+        );
+    }
+    if valid_for_s > DEFAULT_MAX_VALIDITY_S {
+        eprintln!(
+            "edgescore: note: valid for {valid_for_s} s, longer than the {DEFAULT_MAX_VALIDITY_S} s readers accept unless their registry.max_validity_s says more"
+        );
+    }
+    Ok(())
+}
+
+/// Seconds since the Unix epoch, now.
+fn now_s() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
 }
 
 /// A file that is removed when dropped unless `keep` was called: the manifest's temporary
@@ -127,9 +207,8 @@ fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
 
 /// `edgescore publish`.
 pub fn publish(p: Publish) -> Result<()> {
-    let key_text = fs::read_to_string(&p.key).with_context(|| format!("cannot read {}", p.key.display()))?;
-    let key = parse_secret_key(&key_text).with_context(|| format!("{} is not an edgescore secret key", p.key.display()))?;
-    let ours = PublicKey::from_bytes(key.verifying_key().as_bytes())?;
+    let signers = read_signers(&p.keys)?;
+    check_valid_for(p.valid_for_s)?;
 
     let bytes = fs::read(&p.artifact).with_context(|| format!("cannot read {}", p.artifact.display()))?;
     let model = Model::load(&bytes).with_context(|| format!("{} is not a valid artifact", p.artifact.display()))?;
@@ -164,53 +243,27 @@ pub fn publish(p: Publish) -> Result<()> {
 
     let artifacts = p.registry.join(registry::ARTIFACTS_DIR);
     fs::create_dir_all(&artifacts).with_context(|| format!("cannot create {}", artifacts.display()))?;
-    let manifest_path = p.registry.join(MANIFEST_FILE);
-    let tmp_path = with_suffix(&manifest_path, ".tmp");
-    let lock = TempFile::create_new(tmp_path.clone()).map_err(|err| match err.kind() {
-        ErrorKind::AlreadyExists => anyhow::anyhow!(
-            "{} exists: another publish is running (remove the file if a previous publish was interrupted)",
-            tmp_path.display()
-        ),
-        _ => anyhow::Error::new(err).context(format!("cannot create {}", tmp_path.display())),
-    })?;
-
-    let mut manifest = read_existing(&manifest_path, &ours)?;
-
-    // The artifact first, durable before any manifest names it.
     let sha = sha256_hex(&bytes);
-    let dest = p.registry.join(registry::artifact_path(&sha));
-    let present = fs::read(&dest).map(|b| sha256_hex(&b) == sha).unwrap_or(false);
-    if !present {
-        write_atomic(&dest, &bytes)?;
-    }
-
     let mode = if p.shadow { ModelMode::Shadow } else { ModelMode::Active };
-    let version = manifest.max_version(&name) + 1;
-    manifest.models.retain(|m| {
-        let same_slot = m.name == name && m.mode == mode;
-        // Publishing active what the shadow runs is a promotion: the shadow entry goes.
-        let promoted = mode == ModelMode::Active && m.name == name && m.mode == ModelMode::Shadow && m.sha256 == sha;
-        !(same_slot || promoted)
-    });
-    manifest.models.push(ManifestModel {
-        name: name.clone(),
-        version,
-        mode,
-        artifact: registry::artifact_path(&sha),
-        size: bytes.len() as u64,
-        sha256: sha.clone(),
-        schema_hash: registry::schema_hash(&e),
-        hash_key_id: hash_key,
-        golden,
-    });
-    manifest.models.sort_by(|a, b| (&a.name, a.mode).cmp(&(&b.name, b.mode)));
-    manifest.format = MANIFEST_FORMAT;
-    manifest.sequence += 1;
-    manifest.published_at = now_rfc3339();
-    manifest.check().context("the new manifest does not check (bug)")?;
-    let envelope = sign_envelope(&manifest.to_json(), &key);
-    verify_envelope(&envelope, std::slice::from_ref(&ours)).context("the new manifest does not verify (bug)")?;
-    lock.commit(&envelope, &manifest_path)?;
+    let mut version = 0;
+    let (manifest, manifest_path) = resign(&p.registry, &signers, p.valid_for_s, |manifest| {
+        // The artifact first, durable before any manifest names it.
+        let dest = p.registry.join(registry::artifact_path(&sha));
+        let present = fs::read(&dest).map(|b| sha256_hex(&b) == sha).unwrap_or(false);
+        if !present {
+            write_atomic(&dest, &bytes)?;
+        }
+        version = manifest.max_version(&name) + 1;
+        manifest.models.retain(|m| {
+            let same_slot = m.name == name && m.mode == mode;
+            // Publishing active what the shadow runs is a promotion: the shadow entry goes.
+            let promoted = mode == ModelMode::Active && m.name == name && m.mode == ModelMode::Shadow && m.sha256 == sha;
+            !(same_slot || promoted)
+        });
+        manifest.models.push(ManifestModel::of_artifact(&bytes, &e, version, mode, hash_key, golden));
+        manifest.models.sort_by(|a, b| (&a.name, a.mode).cmp(&(&b.name, b.mode)));
+        Ok(())
+    })?;
     println!(
         "published {name} v{version} ({}) sha256 {} seq {} -> {}",
         mode.as_str(),
@@ -221,43 +274,169 @@ pub fn publish(p: Publish) -> Result<()> {
     Ok(())
 }
 
-/// The registry's current manifest, or an empty one. A manifest this key signed must verify
-/// (else someone altered it: refuse to sign over it); one signed by other keys only (before a
-/// key rotation) is read for its sequence and versions and re-signed with a note.
-fn read_existing(path: &Path, ours: &PublicKey) -> Result<Manifest> {
+/// `edgescore renew`: the same models, re-signed with a new `published_at` and `expires` and
+/// the next sequence, so a registry stays fresh without a publish (from cron).
+pub fn renew(r: Renew) -> Result<()> {
+    let signers = read_signers(&r.keys)?;
+    check_valid_for(r.valid_for_s)?;
+    if !r.registry.join(MANIFEST_FILE).is_file() {
+        bail!("{}: no manifest to renew (publish a model first)", r.registry.join(MANIFEST_FILE).display());
+    }
+    let (manifest, path) = resign(&r.registry, &signers, r.valid_for_s, |_| Ok(()))?;
+    println!(
+        "renewed seq {} ({} model(s)), expires {}, signed by {} -> {}",
+        manifest.sequence,
+        manifest.models.len(),
+        manifest.expires.as_deref().unwrap_or_default(),
+        key_ids(&signers),
+        path.display()
+    );
+    Ok(())
+}
+
+/// `edgescore cosign`: adds a signature by each key to the current manifest, its payload
+/// unchanged, for readers that require k of n signatures. Refuses a manifest that does not parse
+/// or has expired (renew it first).
+pub fn cosign(dir: &Path, keys: &[PathBuf]) -> Result<()> {
+    let signers = read_signers(keys)?;
+    let path = dir.join(MANIFEST_FILE);
+    if !path.is_file() {
+        bail!("{}: no manifest to co-sign", path.display());
+    }
+    let lock = take_lock(&path)?;
+    let mut bytes = fs::read(&path).with_context(|| format!("cannot read {}", path.display()))?;
+    let refuse = |r: registry::Refusal| anyhow::anyhow!("{}: {r}: refusing to co-sign it", path.display());
+    let m = Manifest::parse(&open_envelope(&bytes).map_err(refuse)?.payload).map_err(refuse)?;
+    let now = now_s();
+    if m.expires_s().is_some_and(|at| now >= at) {
+        bail!("{}: the manifest expired at {}: renew it (`edgescore renew`), then co-sign the renewed one", path.display(), m.expires.as_deref().unwrap_or_default());
+    }
+    for s in &signers {
+        bytes = cosign_envelope(&bytes, &s.key).map_err(refuse)?;
+    }
+    let signed = open_envelope(&bytes).context("the co-signed envelope does not open (bug)")?;
+    for s in &signers {
+        verify_signatures(&signed, std::slice::from_ref(&s.public), 1).context("a new co-signature does not verify (bug)")?;
+    }
+    lock.commit(&bytes, &path)?;
+    let models: Vec<String> = m.models.iter().map(|e| format!("{}{}", e.label(), if e.mode == ModelMode::Shadow { " (shadow)" } else { "" })).collect();
+    println!(
+        "co-signed seq {} [{}], expires {}, by {}: {} signature(s) -> {}",
+        m.sequence,
+        models.join(", "),
+        m.expires.as_deref().unwrap_or("never"),
+        key_ids(&signers),
+        signed.signatures.len(),
+        path.display()
+    );
+    Ok(())
+}
+
+/// The publish lock: `manifest.json.tmp`, created exclusively; committing it replaces the
+/// manifest atomically.
+fn take_lock(manifest_path: &Path) -> Result<TempFile> {
+    let tmp_path = with_suffix(manifest_path, ".tmp");
+    TempFile::create_new(tmp_path.clone()).map_err(|err| match err.kind() {
+        ErrorKind::AlreadyExists => anyhow::anyhow!(
+            "{} exists: another publish is running (remove the file if a previous publish was interrupted)",
+            tmp_path.display()
+        ),
+        _ => anyhow::Error::new(err).context(format!("cannot create {}", tmp_path.display())),
+    })
+}
+
+/// Under the lock: reads the current manifest (or starts an empty one), lets `edit` change its
+/// models, then gives it the next sequence, `published_at` now and `expires` `valid_for_s`
+/// later, signs it with every signer and replaces the manifest atomically. Returns the new
+/// manifest and its path.
+fn resign(dir: &Path, signers: &[Signer], valid_for_s: u64, edit: impl FnOnce(&mut Manifest) -> Result<()>) -> Result<(Manifest, PathBuf)> {
+    let manifest_path = dir.join(MANIFEST_FILE);
+    let lock = take_lock(&manifest_path)?;
+    let mut manifest = read_existing(&manifest_path, signers)?;
+    edit(&mut manifest)?;
+    let now = now_s();
+    manifest.format = MANIFEST_FORMAT;
+    manifest.sequence += 1;
+    manifest.published_at = format_utc(now);
+    manifest.expires = Some(format_utc(now + valid_for_s));
+    manifest.check().context("the new manifest does not check (bug)")?;
+    let mut envelope = sign_envelope(&manifest.to_json(), &signers[0].key);
+    for s in &signers[1..] {
+        envelope = cosign_envelope(&envelope, &s.key).context("cannot add a signature (bug)")?;
+    }
+    let policy = Policy {
+        threshold: signers.len(),
+        max_validity_s: valid_for_s,
+        ..Policy::new(signers.iter().map(|s| s.public.clone()).collect())
+    };
+    policy.verify(&envelope, now).context("the new manifest does not verify (bug)")?;
+    lock.commit(&envelope, &manifest_path)?;
+    Ok((manifest, manifest_path))
+}
+
+/// The registry's current manifest, or an empty one. Each signature by one of `signers` must
+/// verify (else someone altered it: refuse to sign over it). One signed by other keys only (a
+/// key rotation) is read for its sequence and versions and re-signed, with a note; other keys'
+/// co-signatures are not carried over (they covered the old payload), with a note too.
+fn read_existing(path: &Path, signers: &[Signer]) -> Result<Manifest> {
     let bytes = match fs::read(path) {
         Ok(b) => b,
         Err(e) if e.kind() == ErrorKind::NotFound => {
-            return Ok(Manifest { format: MANIFEST_FORMAT, sequence: 0, published_at: String::new(), models: Vec::new() })
+            return Ok(Manifest { format: MANIFEST_FORMAT, sequence: 0, published_at: String::new(), expires: None, models: Vec::new() })
         }
         Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
     };
     let refuse = |r: registry::Refusal| anyhow::anyhow!("{}: {r}: refusing to publish over it", path.display());
-    let signed = open_envelope(&bytes).map_err(refuse)?;
-    if signed.signatures.iter().any(|s| s.key_id == ours.key_id) {
-        verify_signatures(&signed, std::slice::from_ref(ours)).map_err(refuse)?;
-        Manifest::parse(&signed.payload).map_err(refuse)
-    } else {
-        let m = Manifest::parse(&signed.payload).map_err(refuse)?;
-        let by: Vec<&str> = signed.signatures.iter().map(|s| s.key_id.as_str()).collect();
-        eprintln!(
-            "edgescore: note: {} was signed by {} (not by this key, {}); its entries are kept and re-signed",
-            path.display(),
-            if by.is_empty() { "no key".to_string() } else { by.join(", ") },
-            ours.key_id
-        );
-        Ok(m)
+    let signed: Signed = open_envelope(&bytes).map_err(refuse)?;
+    let signed_by = |s: &Signer| signed.signatures.iter().any(|g| g.key_id == s.public.key_id);
+    for s in signers.iter().filter(|s| signed_by(s)) {
+        verify_signatures(&signed, std::slice::from_ref(&s.public), 1).map_err(refuse)?;
     }
+    let m = Manifest::parse(&signed.payload).map_err(refuse)?;
+    let mut others: Vec<&str> = Vec::new();
+    for g in &signed.signatures {
+        if !signers.iter().any(|s| s.public.key_id == g.key_id) && !others.contains(&g.key_id.as_str()) {
+            others.push(&g.key_id);
+        }
+    }
+    if !signers.iter().any(signed_by) {
+        eprintln!(
+            "edgescore: note: {} was signed by {} (not by {}); its entries are kept and re-signed",
+            path.display(),
+            if others.is_empty() { "no key".to_string() } else { others.join(", ") },
+            key_ids(signers)
+        );
+    } else if !others.is_empty() {
+        eprintln!(
+            "edgescore: note: {} was also signed by {}: those signatures covered the old manifest and are dropped; have them co-sign the new one (`edgescore cosign`)",
+            path.display(),
+            others.join(", ")
+        );
+    }
+    Ok(m)
 }
 
-/// `edgescore verify`: every check a poller makes, offline. Prints one line per model; each
-/// problem is one `edgescore: error:` line, and the command fails when there is any.
-pub fn verify(dir: &Path, pubs: &[PathBuf], hash_key_file: Option<&Path>, max_bytes: Option<u64>) -> Result<()> {
+/// What `verify` requires of the manifest, as a reader's `registry` configuration would.
+pub struct VerifyPolicy {
+    /// Distinct keys of `--pub` that must sign.
+    pub threshold: usize,
+    pub max_validity_s: u64,
+}
+
+/// `edgescore verify`: every check a poller makes, offline, at the current time. Prints one
+/// line per model; each problem is one `edgescore: error:` line, and the command fails when
+/// there is any.
+pub fn verify(dir: &Path, pubs: &[PathBuf], hash_key_file: Option<&Path>, max_bytes: Option<u64>, wants: VerifyPolicy) -> Result<()> {
     let mut keys = Vec::new();
     for p in pubs {
         let text = fs::read_to_string(p).with_context(|| format!("cannot read {}", p.display()))?;
         keys.push(parse_public_key(&text).with_context(|| format!("{} is not an edgescore public key", p.display()))?);
     }
+    let policy = Policy { threshold: wants.threshold, max_validity_s: wants.max_validity_s, ..Policy::new(keys) };
+    policy.validate().map_err(|e| match e {
+        registry::PolicyError::Validity(_) => anyhow::anyhow!("--max-validity: {e}"),
+        _ => anyhow::anyhow!("--threshold: {e}"),
+    })?;
     let hash_key = match hash_key_file {
         Some(f) => Some(hash_key_id(fs::read_to_string(f).with_context(|| format!("cannot read {}", f.display()))?.trim().as_bytes())),
         None => None,
@@ -271,16 +450,21 @@ pub fn verify(dir: &Path, pubs: &[PathBuf], hash_key_file: Option<&Path>, max_by
             (None, false)
         }
         Ok(signed) => {
-            let by = verify_signatures(&signed, &keys).map_err(|r| problems.push(format!("{}: {r}", path.display()))).ok();
+            let by = policy.signatures(&signed).map_err(|r| problems.push(format!("{}: {r}", path.display()))).ok();
             match Manifest::parse(&signed.payload) {
                 Ok(m) => {
-                    if let Some(key_id) = &by {
+                    if let Some(key_ids) = &by {
                         println!(
-                            "manifest: signed by {key_id}, sequence {}, published {}, {} model(s)",
+                            "manifest: signed by {}, sequence {}, published {}, expires {}, {} model(s)",
+                            key_ids.join(", "),
                             m.sequence,
                             m.published_at,
+                            m.expires.as_deref().unwrap_or("never"),
                             m.models.len()
                         );
+                    }
+                    if let Err(r) = policy.check_manifest(&m, now_s()) {
+                        problems.push(format!("{}: {r}", path.display()));
                     }
                     (Some(m), by.is_some())
                 }
@@ -325,19 +509,18 @@ pub fn verify(dir: &Path, pubs: &[PathBuf], hash_key_file: Option<&Path>, max_by
     bail!("{}: {} problem(s)", dir.display(), problems.len())
 }
 
-/// The current UTC time as RFC 3339, to the second.
-fn now_rfc3339() -> String {
-    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
-    let (days, rem) = (secs / 86_400, secs % 86_400);
-    // Howard Hinnant's civil_from_days.
-    let z = days as i64 + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z", rem / 3600, rem % 3600 / 60, rem % 60)
+#[cfg(test)]
+mod tests {
+    use super::parse_duration;
+
+    #[test]
+    fn durations() {
+        for (text, secs) in [("7d", 7 * 86_400), ("36h", 36 * 3600), ("90m", 5400), ("3600s", 3600), ("3600", 3600), ("2w", 14 * 86_400), (" 1d ", 86_400)] {
+            assert_eq!(parse_duration(text), Ok(secs), "{text}");
+        }
+        for bad in ["", "d", "7 d", "7days", "1.5d", "-1d", "7D", "99999999999999999999s"] {
+            assert!(parse_duration(bad).is_err(), "{bad}");
+        }
+        assert_eq!(parse_duration("18446744073709551615w"), Err("\"18446744073709551615w\" is too long".into()));
+    }
 }

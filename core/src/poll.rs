@@ -4,7 +4,7 @@
 //! publishes what [`Next::Publish`] names to its workers; logs and metrics are the glue's too,
 //! from the [`Refused`] list each step returns.
 
-use crate::registry::{check_artifact, hash_key_id, verify_envelope, Manifest, ManifestModel, ModelMode, PublicKey, Refusal};
+use crate::registry::{check_artifact, hash_key_id, Manifest, ManifestModel, ModelMode, Policy, Refusal};
 use crate::config::PluginConfig;
 use crate::features::FeatureSchema;
 use crate::Model;
@@ -48,9 +48,10 @@ impl Plan {
     }
 }
 
-/// The poller's state: what it serves and the high-water marks it will not go below.
+/// The poller's state: what it serves and the high-water marks it will not go below (in memory;
+/// the configured floors in its [`Policy`] hold across restarts).
 pub struct Poll {
-    keys: Vec<PublicKey>,
+    policy: Policy,
     hash_key: Vec<u8>,
     hash_key_id: String,
     configured: Vec<String>,
@@ -68,7 +69,7 @@ impl Poll {
     pub fn new(cfg: &PluginConfig) -> Option<Poll> {
         let reg = cfg.registry.as_ref()?;
         Some(Poll {
-            keys: reg.keys(),
+            policy: reg.policy(),
             hash_key: cfg.hash_key.as_bytes().to_vec(),
             hash_key_id: hash_key_id(cfg.hash_key.as_bytes()),
             configured: cfg.models.iter().filter_map(|m| m.name.clone()).collect(),
@@ -79,10 +80,6 @@ impl Poll {
             high_water: BTreeMap::new(),
             plan: None,
         })
-    }
-
-    pub fn keys(&self) -> usize {
-        self.keys.len()
     }
 
     /// The set served now.
@@ -96,7 +93,9 @@ impl Poll {
     }
 
     /// The manifest's answer: its bytes, or why there are none (unreachable, HTTP status).
-    pub fn manifest(&mut self, answer: Result<Vec<u8>, String>, refused: &mut Vec<Refused>) -> Next {
+    /// `now_s` is the host's wall clock, seconds since the Unix epoch: the manifest's expiry is
+    /// checked against it on every poll, an unchanged manifest included.
+    pub fn manifest(&mut self, answer: Result<Vec<u8>, String>, now_s: u64, refused: &mut Vec<Refused>) -> Next {
         self.plan = None;
         let body = match answer {
             Ok(b) => b,
@@ -105,7 +104,7 @@ impl Poll {
                 return Next::Idle;
             }
         };
-        let manifest = match verify_envelope(&body, &self.keys) {
+        let manifest = match self.policy.verify(&body, now_s) {
             Ok(m) => m,
             Err(r) => {
                 refused.push((None, r));
@@ -133,7 +132,8 @@ impl Poll {
         self.next(Plan { sequence: manifest.sequence, queue, set, fetching: None })
     }
 
-    /// The entries of `manifest` to fetch: configured, new, and not below a high-water mark.
+    /// The entries of `manifest` to fetch: configured, new, and not below a configured minimum
+    /// or a high-water mark.
     fn queue(&self, manifest: &Manifest, refused: &mut Vec<Refused>) -> VecDeque<ManifestModel> {
         let mut queue = VecDeque::new();
         for entry in &manifest.models {
@@ -144,6 +144,10 @@ impl Poll {
             }
             let current = self.served.get(&(entry.name.clone(), entry.mode));
             if current.is_some_and(|(c, _)| c.version == entry.version && c.sha256 == entry.sha256) {
+                continue;
+            }
+            if let Err(r) = self.policy.check_entry(entry) {
+                refused.push((Some(entry.clone()), r));
                 continue;
             }
             let high = self.high_water.get(&entry.name).copied().unwrap_or(0);
@@ -216,4 +220,64 @@ impl Poll {
 /// `entry` as log lines name it: `bot v7 (shadow)`; `manifest` for the manifest itself.
 pub fn refused_what(entry: Option<&ManifestModel>) -> String {
     entry.map_or_else(|| "manifest".to_string(), |e| format!("{} v{} ({})", e.name, e.version, if e.mode == ModelMode::Shadow { "shadow" } else { "active" }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::registry::tests::{entry, manifest, signed_manifest, signing, EXPIRES, PUBLISHED, XGB};
+    use crate::registry::public_key_file;
+
+    /// A poller for the seed model's name, trusting `signing(1)`, with `extra` registry settings.
+    fn poller(extra: &str) -> Poll {
+        let public = public_key_file(&signing(1).verifying_key());
+        let name = Model::load(XGB).unwrap().ensemble().name().to_string();
+        let json = format!(
+            r#"{{"hash_key":"0123456789abcdef","models":[{{"name":"{name}","threshold":0.5}}],
+                "registry":{{"cluster":"registry","public_keys":[{public}]{extra}}}}}"#
+        );
+        Poll::new(&PluginConfig::parse(json.as_bytes()).unwrap()).unwrap()
+    }
+
+    fn reasons(refused: &[Refused]) -> Vec<&'static str> {
+        refused.iter().map(|(_, r)| r.reason()).collect()
+    }
+
+    #[test]
+    fn an_unchanged_manifest_is_refused_once_it_expires() {
+        let mut poll = poller("");
+        let env = signed_manifest(&manifest(vec![]), &signing(1));
+        let mut refused = Vec::new();
+        assert!(matches!(poll.manifest(Ok(env.clone()), PUBLISHED, &mut refused), Next::Current { sequence: 3, new: true }));
+        assert!(matches!(poll.manifest(Ok(env.clone()), EXPIRES - 1, &mut refused), Next::Current { sequence: 3, new: false }));
+        assert!(refused.is_empty());
+        // The same bytes a second later: a frozen registry shows up as a refusal every poll.
+        assert!(matches!(poll.manifest(Ok(env.clone()), EXPIRES, &mut refused), Next::Idle));
+        assert!(matches!(poll.manifest(Ok(env), EXPIRES + 10, &mut refused), Next::Idle));
+        assert_eq!(reasons(&refused), ["expired", "expired"]);
+        assert!(refused.iter().all(|(entry, _)| entry.is_none()));
+    }
+
+    #[test]
+    fn a_restarted_poller_holds_the_configured_floors() {
+        let name = Model::load(XGB).unwrap().ensemble().name().to_string();
+        let at = |version: u64| signed_manifest(&manifest(vec![entry(XGB, ModelMode::Active, version)]), &signing(1));
+        // A fresh poller (nothing accepted, no high-water mark) below min_sequence.
+        let mut refused = Vec::new();
+        let mut poll = poller(r#","min_sequence":4"#);
+        assert!(matches!(poll.manifest(Ok(at(1)), PUBLISHED, &mut refused), Next::Idle));
+        assert_eq!(reasons(&refused), ["below_minimum"]);
+        // Below min_versions: the entry is refused before any fetch, the served set stays.
+        let mut refused = Vec::new();
+        let mut poll = poller(&format!(r#","min_sequence":3,"min_versions":{{"{name}":2}}"#));
+        assert!(matches!(poll.manifest(Ok(at(1)), PUBLISHED, &mut refused), Next::Current { sequence: 3, new: true }));
+        assert_eq!(reasons(&refused), ["below_minimum"]);
+        assert_eq!(refused[0].0.as_ref().map(|e| e.version), Some(1));
+        assert!(poll.served().is_empty());
+        // At the floor: fetched.
+        let mut refused = Vec::new();
+        let mut poll = poller(&format!(r#","min_versions":{{"{name}":2}}"#));
+        assert!(matches!(poll.manifest(Ok(at(2)), PUBLISHED, &mut refused), Next::Fetch(_)));
+        assert!(refused.is_empty());
+    }
 }

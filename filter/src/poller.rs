@@ -51,7 +51,7 @@ impl Context for Poller {
         let Some(poll) = self.poll.as_mut() else { return };
         let mut refused = Vec::new();
         let next = match self.waiting {
-            Some(Waiting::Manifest { token: t }) if t == token => poll.manifest(answer, &mut refused),
+            Some(Waiting::Manifest { token: t }) if t == token => poll.manifest(answer, now_ns() / 1_000_000_000, &mut refused),
             Some(Waiting::Artifact { token: t }) if t == token => poll.artifact(answer, &mut refused),
             _ => return,
         };
@@ -75,7 +75,7 @@ impl RootContext for Poller {
             log(LogLevel::Error, "edgescore registry: configuration refused: registry: required for the registry service VM");
             return false;
         };
-        log(LogLevel::Info, &format!("edgescore registry: polling cluster `{}` {} every {} s, {} key(s)", reg.cluster, reg.path, reg.poll_seconds, poll.keys()));
+        log(LogLevel::Info, &format!("edgescore registry: {}", reg.describe()));
         self.metrics.get_or_insert_with(PollerMetrics::define);
         self.poll = Some(poll);
         self.cfg = Some(cfg);

@@ -1,7 +1,7 @@
 //! The plugin configuration (the JSON in the Wasm filter's `configuration`) → parse/refuse.
 //! Arbitrary bytes never panic; an accepted configuration satisfies every invariant `check`
 //! promises (the filter relies on them) and builds a `Scorer` (base64 artifacts decoded and
-//! validated) without panicking. The first byte picks what the VM's environment holds, so
+//! validated) without panicking, and a registry policy that can be met. The first byte picks what the VM's environment holds, so
 //! `"hash_key": {"env": …}` meets present, absent and too-short variables.
 #![no_main]
 
@@ -28,6 +28,11 @@ fuzz_target!(|data: &[u8]| {
     assert!((10..=60_000).contains(&cfg.metrics.flush_ms));
     for h in std::iter::once(&cfg.headers.scores).chain(cfg.headers.decision.as_ref()) {
         assert!(!h.is_empty() && h.bytes().all(|b| !b.is_ascii_uppercase() && b.is_ascii_graphic()), "header name {h:?}");
+    }
+    if let Some(r) = &cfg.registry {
+        // The poller's policy can be met, and every floor names a configured model.
+        assert_eq!(r.policy().validate(), Ok(()));
+        assert!(r.min_versions.keys().all(|n| cfg.models.iter().any(|m| m.name.as_ref() == Some(n))), "{:?}", r.min_versions);
     }
     let _ = Scorer::new(&cfg, 1);
 });

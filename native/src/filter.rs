@@ -68,8 +68,8 @@ impl Filter {
                 workers.len()
             ),
         );
-        if let (Some(reg), Some(p)) = (&cfg.registry, &poller) {
-            envoy::log(LOG_INFO, &format!("edgescore registry: polling cluster `{}` {} every {} s, {} key(s)", reg.cluster, reg.path, reg.poll_seconds, p.keys()));
+        if let Some(reg) = &cfg.registry {
+            envoy::log(LOG_INFO, &format!("edgescore registry: {}", reg.describe()));
         }
         // The ticker holds only the scheduler: the filter's lifetime stays Envoy's. Its first
         // event comes a period after start, once this configuration is Envoy's.

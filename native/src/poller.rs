@@ -45,10 +45,6 @@ impl Poller {
         }
     }
 
-    pub fn keys(&self) -> usize {
-        self.poll.keys()
-    }
-
     pub fn tick(&mut self, f: &Filter) {
         let now = Instant::now();
         f.envoy.set_gauge(f.metrics.seconds_since_good_poll, now.duration_since(self.last_good).as_secs());
@@ -69,7 +65,7 @@ impl Poller {
         }
         self.waiting = None;
         let mut refused = Vec::new();
-        let next = if self.poll.busy() { self.poll.artifact(answer, &mut refused) } else { self.poll.manifest(answer, &mut refused) };
+        let next = if self.poll.busy() { self.poll.artifact(answer, &mut refused) } else { self.poll.manifest(answer, unix_now_s(), &mut refused) };
         self.refuse(f, refused);
         self.follow(f, next);
     }
@@ -170,4 +166,11 @@ impl Poller {
             }
         }
     }
+}
+
+/// The wall clock for the manifest's expiry, seconds since the Unix epoch. A clock before 1970
+/// is broken: it reads as the end of time, so every manifest is refused as expired rather than
+/// every expiry ignored.
+fn unix_now_s() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(u64::MAX, |d| d.as_secs())
 }

@@ -4,11 +4,13 @@
 //! is a directory written by the CLI's own `publish`; the test answers the poller's HTTP calls
 //! from it. Covered: a swap spans several ticks and no request sees a half-copied model, the
 //! request path allocates nothing while a swap is under way, shadow models score but never act,
-//! and every refusal reason leaves the served model in place with its counter and log line.
+//! and every refusal reason leaves the served model in place with its counter and log line (a
+//! poller that requires two signatures and has floors on the sequence and the version, on the
+//! host's wall clock set to now).
 
 use edgescore_compile::ir::{Node, Test, Tree};
 use edgescore_compile::registry::{keygen, publish, Publish};
-use edgescore_core::registry::{parse_secret_key, sign_envelope, Manifest, REASONS};
+use edgescore_core::registry::{cosign_envelope, format_utc, parse_secret_key, sign_envelope, Manifest, REASONS};
 use edgescore_proxy_host::{cargo::filter_wasm, Host, HostOptions, Vm};
 use edgescore_tests::filter_models::{artifact, step_model};
 use std::path::{Path, PathBuf};
@@ -52,9 +54,13 @@ fn bot(margin: f64, padding: usize) -> Vec<u8> {
     artifact(&ir)
 }
 
+/// How long the manifests `publish` signs stay valid.
+const VALID_FOR_S: u64 = 7 * 86_400;
+
 struct Rig {
     dir: Scratch,
-    key: PathBuf,
+    /// The publishing keys, every one trusted by the filter.
+    keys: Vec<PathBuf>,
     host: Host,
     poller: Vm,
     workers: Vec<Vm>,
@@ -62,22 +68,38 @@ struct Rig {
 
 impl Rig {
     fn new(name: &str) -> Rig {
+        Rig::with(name, 1, "")
+    }
+
+    /// A rig whose filter trusts `signers` keys (each publish signs with all), with `extra`
+    /// registry settings; the host's wall clock starts at the real time, as the manifests'.
+    fn with(name: &str, signers: usize, extra: &str) -> Rig {
         let dir = Scratch::new(name);
-        let base = dir.0.join("team");
-        keygen(&base).unwrap();
+        let bases: Vec<PathBuf> = (0..signers).map(|i| dir.0.join(format!("team{i}"))).collect();
+        let mut public = Vec::new();
+        for base in &bases {
+            keygen(base).unwrap();
+            public.push(std::fs::read_to_string(base.with_extension("pub")).unwrap());
+        }
         std::fs::create_dir_all(dir.0.join("registry")).unwrap();
-        let public = std::fs::read_to_string(base.with_extension("pub")).unwrap();
         let config = format!(
             r#"{{"mode":"enforce","hash_key":"test-key-0123456789","feature_log":{{"sample_rate":1}},"models":[
                 {{"name":"bot","threshold":0.9,"action":"block","status":403}}],
-              "registry":{{"cluster":"registry","public_keys":[{public}],"poll_seconds":1,
-                "check_ms":10,"slice_bytes":{SLICE},"max_artifact_bytes":4194304}}}}"#
+              "registry":{{"cluster":"registry","public_keys":[{}],"poll_seconds":1,
+                "check_ms":10,"slice_bytes":{SLICE},"max_artifact_bytes":4194304{extra}}}}}"#,
+            public.join(",")
         );
-        let opts = HostOptions { vm_id: "edgescore".into(), clusters: vec!["registry".into()], ..Default::default() };
+        let now_ns = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64;
+        let opts = HostOptions { vm_id: "edgescore".into(), clusters: vec!["registry".into()], start_time_ns: now_ns, ..Default::default() };
         let host = Host::with_options(filter_wasm().unwrap(), opts).unwrap();
         let poller = host.with_root_id(POLLER).start(b"", config.as_bytes()).unwrap();
         let workers = (0..2).map(|_| host.with_root_id("edgescore").start(b"", config.as_bytes()).unwrap()).collect();
-        Rig { key: base.with_extension("key"), dir, host, poller, workers }
+        Rig { keys: bases.iter().map(|b| b.with_extension("key")).collect(), dir, host, poller, workers }
+    }
+
+    /// The host's wall clock, seconds since the Unix epoch.
+    fn now_s(&self) -> u64 {
+        self.host.clock().wall_ns() / 1_000_000_000
     }
 
     fn registry(&self) -> PathBuf {
@@ -87,7 +109,7 @@ impl Rig {
     fn publish(&self, bytes: &[u8], shadow: bool) {
         let path = self.dir.0.join("upload.esm");
         std::fs::write(&path, bytes).unwrap();
-        publish(Publish { artifact: path, registry: self.registry(), key: self.key.clone(), shadow, hash_key_file: None, golden_csv: None }).unwrap();
+        publish(Publish { artifact: path, registry: self.registry(), keys: self.keys.clone(), valid_for_s: VALID_FOR_S, shadow, hash_key_file: None, golden_csv: None }).unwrap();
     }
 
     fn manifest(&self) -> Manifest {
@@ -97,10 +119,19 @@ impl Rig {
         Manifest::parse(&payload).unwrap()
     }
 
-    /// Writes `m` as the manifest, signed with the team's key.
+    /// Writes `m` as the manifest, signed with every key.
     fn sign(&self, m: &Manifest) {
-        let key = parse_secret_key(&std::fs::read_to_string(&self.key).unwrap()).unwrap();
-        std::fs::write(self.registry().join("manifest.json"), sign_envelope(&m.to_json(), &key)).unwrap();
+        self.sign_with(m, self.keys.len())
+    }
+
+    /// Writes `m` as the manifest, signed with the first `n` keys.
+    fn sign_with(&self, m: &Manifest, n: usize) {
+        let secret = |i: usize| parse_secret_key(&std::fs::read_to_string(&self.keys[i]).unwrap()).unwrap();
+        let mut env = sign_envelope(&m.to_json(), &secret(0));
+        for i in 1..n {
+            env = cosign_envelope(&env, &secret(i)).unwrap();
+        }
+        std::fs::write(self.registry().join("manifest.json"), env).unwrap();
     }
 
     /// One poll: a second passes, the poller ticks, and every call it makes is answered from
@@ -273,7 +304,9 @@ fn a_shadow_model_scores_beside_the_active_one_and_never_acts() {
 
 #[test]
 fn every_refusal_reason_leaves_the_served_model() {
-    let mut rig = Rig::new("refusals");
+    // Two keys must sign; the floors are below what the first poll accepts, so that a replay
+    // can be under the floor (below_minimum) or at it and under what was accepted (rollback).
+    let mut rig = Rig::with("refusals", 2, r#","threshold":2,"min_sequence":1,"min_versions":{"bot":1}"#);
     // Twice: manifest sequence 2 and bot v2, so that a lower sequence and version exist.
     rig.publish(&bot(4.0, 0), false);
     rig.publish(&bot(4.0, 0), false);
@@ -282,7 +315,7 @@ fn every_refusal_reason_leaves_the_served_model() {
     let served = request(&mut rig.workers[0], 8).0;
     let good = rig.manifest();
     let v2 = bot(2.0, 0);
-    let key = parse_secret_key(&std::fs::read_to_string(&rig.key).unwrap()).unwrap();
+    let key = parse_secret_key(&std::fs::read_to_string(&rig.keys[0]).unwrap()).unwrap();
     let other = {
         let base = rig.dir.0.join("other");
         keygen(&base).unwrap();
@@ -292,7 +325,16 @@ fn every_refusal_reason_leaves_the_served_model() {
     let scratch = rig.dir.0.join("scratch");
     copy_dir(&rig.registry(), &scratch);
     std::fs::write(rig.dir.0.join("v2.esm"), &v2).unwrap();
-    publish(Publish { artifact: rig.dir.0.join("v2.esm"), registry: scratch.clone(), key: rig.key.clone(), shadow: false, hash_key_file: None, golden_csv: None }).unwrap();
+    publish(Publish {
+        artifact: rig.dir.0.join("v2.esm"),
+        registry: scratch.clone(),
+        keys: rig.keys.clone(),
+        valid_for_s: VALID_FOR_S,
+        shadow: false,
+        hash_key_file: None,
+        golden_csv: None,
+    })
+    .unwrap();
     let v2_entry = {
         let env: serde_json::Value = serde_json::from_slice(&std::fs::read(scratch.join("manifest.json")).unwrap()).unwrap();
         use base64::Engine as _;
@@ -332,6 +374,18 @@ fn every_refusal_reason_leaves_the_served_model() {
     };
     let m_schema = next(&|m| m.models[0].schema_hash = "0".repeat(64));
     let m_golden = next(&|m| m.models[0].golden[0].y[0] += 1.0);
+    let now = rig.now_s();
+    let m_too_few = next(&|_| {});
+    let m_expired = next(&|m| {
+        m.published_at = format_utc(now - 2 * 86_400);
+        m.expires = Some(format_utc(now - 86_400));
+    });
+    let m_too_long = next(&|m| {
+        m.published_at = format_utc(now);
+        m.expires = Some(format_utc(now + 32 * 86_400));
+    });
+    let m_no_expiry = next(&|m| m.expires = None);
+    let m_version_below = next(&|m| m.models[0].version = 0);
     let m_unreachable = next(&|_| {});
     let cases: Vec<Case> = vec![
         ("malformed", Box::new(|rig| std::fs::write(rig.registry().join("manifest.json"), b"<html>502</html>").unwrap())),
@@ -372,6 +426,15 @@ fn every_refusal_reason_leaves_the_served_model() {
             rig.sign(&m_schema)
         })),
         ("golden_mismatch", Box::new(|rig| rig.sign(&m_golden))),
+        ("too_few_signatures", Box::new(|rig| {
+            art(rig, &v2);
+            rig.sign_with(&m_too_few, 1)
+        })),
+        ("expired", Box::new(|rig| rig.sign(&m_expired))),
+        ("validity_too_long", Box::new(|rig| rig.sign(&m_too_long))),
+        ("validity_too_long", Box::new(|rig| rig.sign(&m_no_expiry))),
+        ("below_minimum", Box::new(|rig| rig.sign(&Manifest { sequence: 0, ..good.clone() }))),
+        ("below_minimum", Box::new(|rig| rig.sign(&m_version_below))),
     ];
     for (reason, case) in &cases {
         let before = rig.refused(reason);

@@ -223,6 +223,10 @@ impl PluginConfig {
         }
         if let Some(r) = &self.registry {
             r.check()?;
+            // A floor for a name no model has is a typo that would protect nothing.
+            if let Some(name) = r.min_versions.keys().find(|n| !self.models.iter().any(|m| m.name.as_ref() == Some(*n))) {
+                return Err(ConfigError::new(format!("registry.min_versions.{name}"), format!("no model named `{name}` is configured (models[].name)")));
+            }
         }
         if let Some(t) = &self.text {
             t.check()?;

@@ -55,18 +55,23 @@ pub fn open_envelope(envelope: &[u8]) -> Result<Signed, Refusal> {
     Ok(Signed { payload, signatures: e.signatures })
 }
 
-/// Accepts `signed` when at least one signature verifies (`verify_strict`) under a key of
-/// `keys`, and returns that key's id. Only the first signature naming each key id is tried. Otherwise: [`Refusal::Unsigned`] with no signatures,
-/// [`Refusal::BadSignature`] when a configured key's signature fails, else
-/// [`Refusal::UnknownKey`].
-pub fn verify_signatures(signed: &Signed, keys: &[PublicKey]) -> Result<String, Refusal> {
+/// Accepts `signed` when signatures by at least `threshold` distinct keys of `keys` verify
+/// (`verify_strict`), and returns their ids. Only the first signature naming each key id is
+/// tried, so a key that signed twice counts once. When none verifies: [`Refusal::Unsigned`]
+/// with no signatures, [`Refusal::BadSignature`] when a configured key's signature fails, else
+/// [`Refusal::UnknownKey`]; when some but fewer than `threshold` verify,
+/// [`Refusal::TooFewSignatures`].
+pub fn verify_signatures(signed: &Signed, keys: &[PublicKey], threshold: usize) -> Result<Vec<String>, Refusal> {
     if signed.signatures.is_empty() {
         return Err(Refusal::Unsigned);
     }
+    let threshold = threshold.max(1);
     let message = signed_message(&signed.payload);
     let mut failed: Option<&str> = None;
+    let mut valid: Vec<String> = Vec::new();
     // Each configured key is tried at most once (its first signature): a registry stuffed with
-    // thousands of signatures under a known key id costs one verification, not thousands.
+    // thousands of signatures under a known key id costs one verification, not thousands. A key
+    // configured twice is found at its first position, so it is one key here too.
     let mut tried = vec![false; keys.len()];
     for s in &signed.signatures {
         let Some(k) = keys.iter().position(|k| k.key_id == s.key_id) else { continue };
@@ -76,9 +81,17 @@ pub fn verify_signatures(signed: &Signed, keys: &[PublicKey]) -> Result<String, 
         let key = &keys[k];
         let sig = B64.decode(&s.sig).ok().and_then(|b| <[u8; 64]>::try_from(b.as_slice()).ok()).map(|b| Signature::from_bytes(&b));
         match sig {
-            Some(sig) if key.key.verify_strict(&message, &sig).is_ok() => return Ok(key.key_id.clone()),
+            Some(sig) if key.key.verify_strict(&message, &sig).is_ok() => {
+                valid.push(key.key_id.clone());
+                if valid.len() >= threshold {
+                    return Ok(valid);
+                }
+            }
             _ => failed = failed.or(Some(&s.key_id)),
         }
+    }
+    if !valid.is_empty() {
+        return Err(Refusal::TooFewSignatures { signed_by: valid, threshold });
     }
     match failed {
         Some(key_id) => Err(Refusal::BadSignature { key_id: key_id.to_string() }),
@@ -95,11 +108,12 @@ pub fn verify_signatures(signed: &Signed, keys: &[PublicKey]) -> Result<String, 
     }
 }
 
-/// The whole manifest check: the envelope, a signature under one of `keys`, then the payload
-/// ([`Manifest::parse`]). The payload is parsed only after a signature verified.
+/// The envelope, a signature under one of `keys`, then the payload ([`Manifest::parse`]); the
+/// payload is parsed only after a signature verified. A reader's whole check, with its
+/// threshold, expiry and minimums, is [`super::Policy::verify`].
 pub fn verify_envelope(envelope: &[u8], keys: &[PublicKey]) -> Result<Manifest, Refusal> {
     let signed = open_envelope(envelope)?;
-    verify_signatures(&signed, keys)?;
+    verify_signatures(&signed, keys, 1)?;
     Manifest::parse(&signed.payload)
 }
 
@@ -109,15 +123,31 @@ pub fn read_unverified(envelope: &[u8]) -> Result<Manifest, Refusal> {
     Manifest::parse(&open_envelope(envelope)?.payload)
 }
 
-/// The envelope JSON (pretty, newline-terminated) for `payload`, signed by `key`.
-pub fn sign_envelope(payload: &[u8], key: &SigningKey) -> Vec<u8> {
+/// The signature entry of `key` over `payload`.
+fn signature(payload: &[u8], key: &SigningKey) -> EnvelopeSignature {
     let sig = key.sign(&signed_message(payload));
-    let e = Envelope {
-        payload_type: PAYLOAD_TYPE.into(),
-        payload: B64.encode(payload),
-        signatures: vec![EnvelopeSignature { key_id: super::key_id(key.verifying_key().as_bytes()), sig: B64.encode(sig.to_bytes()) }],
-    };
-    let mut v = serde_json::to_vec_pretty(&e).expect("an envelope always serializes");
+    EnvelopeSignature { key_id: super::key_id(key.verifying_key().as_bytes()), sig: B64.encode(sig.to_bytes()) }
+}
+
+fn to_json(e: &Envelope) -> Vec<u8> {
+    let mut v = serde_json::to_vec_pretty(e).expect("an envelope always serializes");
     v.push(b'\n');
     v
+}
+
+/// The envelope JSON (pretty, newline-terminated) for `payload`, signed by `key`.
+pub fn sign_envelope(payload: &[u8], key: &SigningKey) -> Vec<u8> {
+    to_json(&Envelope { payload_type: PAYLOAD_TYPE.into(), payload: B64.encode(payload), signatures: vec![signature(payload, key)] })
+}
+
+/// `envelope` with a signature by `key` over its payload added (one by the same key replaced),
+/// the payload and the other signatures as they were: a co-signature for k-of-n readers.
+/// Checks the envelope's structure, not the payload or the other signatures.
+pub fn cosign_envelope(envelope: &[u8], key: &SigningKey) -> Result<Vec<u8>, Refusal> {
+    let payload = open_envelope(envelope)?.payload;
+    let mut e: Envelope = serde_json::from_slice(envelope).map_err(|e| Refusal::Malformed(format!("envelope: {}", one_line(&e.to_string(), 300))))?;
+    let ours = signature(&payload, key);
+    e.signatures.retain(|s| s.key_id != ours.key_id);
+    e.signatures.push(ours);
+    Ok(to_json(&e))
 }

@@ -1,6 +1,7 @@
 //! The manifest payload: the registry's table of models, parsed strictly.
 
-use super::{artifact_path, is_hex, one_line, Refusal, MANIFEST_FORMAT, MAX_GOLDEN_ROWS};
+use super::{artifact_path, is_hex, one_line, parse_utc, Refusal, MANIFEST_FORMAT, MAX_GOLDEN_ROWS};
+use crate::TreeEnsemble;
 use serde::{Deserialize, Serialize};
 
 /// The signed manifest (`docs/registry.md`). Unknown fields are refused.
@@ -11,8 +12,13 @@ pub struct Manifest {
     pub format: u32,
     /// Manifest-wide, +1 on every publish; a poller refuses a lower one than it accepted.
     pub sequence: u64,
-    /// RFC 3339 UTC time of the publish (informational).
+    /// The time of the publish (or renewal), `YYYY-MM-DDTHH:MM:SSZ` ([`super::parse_utc`]).
     pub published_at: String,
+    /// The first second at which a reader refuses the manifest, in the same form; after
+    /// `published_at`. Signed like the rest, so a server cannot show a stale manifest forever.
+    /// A reader's policy decides about a manifest without one ([`super::Policy`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires: Option<String>,
     pub models: Vec<ManifestModel>,
 }
 
@@ -73,6 +79,23 @@ pub struct GoldenRow {
 }
 
 impl ManifestModel {
+    /// The entry for the artifact `bytes`, which loaded as `e`: its name, path, size, SHA-256
+    /// and schema hash come from the artifact, the rest from the publisher.
+    pub fn of_artifact(bytes: &[u8], e: &TreeEnsemble<'_>, version: u64, mode: ModelMode, hash_key_id: Option<String>, golden: Vec<GoldenRow>) -> ManifestModel {
+        let sha256 = super::sha256_hex(bytes);
+        ManifestModel {
+            name: e.name().to_string(),
+            version,
+            mode,
+            artifact: artifact_path(&sha256),
+            size: bytes.len() as u64,
+            sha256,
+            schema_hash: super::schema_hash(e),
+            hash_key_id,
+            golden,
+        }
+    }
+
     /// `"bot v7"`: how messages name the entry.
     pub fn label(&self) -> String {
         format!("{} v{}", self.name, self.version)
@@ -103,6 +126,14 @@ impl Manifest {
                 self.format
             )));
         }
+        let published = parse_utc(&self.published_at)
+            .ok_or_else(|| Refusal::Malformed(format!("published_at {:?} is not a UTC time YYYY-MM-DDTHH:MM:SSZ", one_line(&self.published_at, 40))))?;
+        if let Some(expires) = &self.expires {
+            let at = parse_utc(expires).ok_or_else(|| Refusal::Malformed(format!("expires {:?} is not a UTC time YYYY-MM-DDTHH:MM:SSZ", one_line(expires, 40))))?;
+            if at <= published {
+                return Err(Refusal::Malformed(format!("expires {expires} is not after published_at {}", self.published_at)));
+            }
+        }
         for (i, m) in self.models.iter().enumerate() {
             if m.name.is_empty() || m.name.chars().any(char::is_control) {
                 return Err(bad(i, m, format!("model name {:?} is empty or has control characters", m.name)));
@@ -129,6 +160,16 @@ impl Manifest {
             }
         }
         Ok(())
+    }
+
+    /// `published_at` in seconds since the Unix epoch (`None` only before [`Manifest::check`]).
+    pub fn published_s(&self) -> Option<u64> {
+        parse_utc(&self.published_at)
+    }
+
+    /// `expires` in seconds since the Unix epoch, when the manifest has one that parses.
+    pub fn expires_s(&self) -> Option<u64> {
+        self.expires.as_deref().and_then(parse_utc)
     }
 
     /// The entry for `name` in `mode`, if any.

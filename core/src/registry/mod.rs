@@ -7,30 +7,38 @@
 //! ```
 //!
 //! The envelope carries the manifest JSON (base64) and Ed25519 signatures over
-//! [`SIGNING_CONTEXT`] followed by the payload bytes. A reader accepts a manifest only when one
-//! signature verifies under a configured [`PublicKey`] ([`verify_envelope`]), then accepts each
-//! artifact only when its size, SHA-256, validation, schema hash, hash-key id and golden rows
-//! all match the manifest ([`check_artifact`]). Every refusal is a [`Refusal`] with a stable
-//! metric label ([`Refusal::reason`], [`REASONS`]).
+//! [`SIGNING_CONTEXT`] followed by the payload bytes. A reader accepts a manifest only when its
+//! [`Policy`] does: signatures by k of its configured [`PublicKey`]s, a signed expiry not yet
+//! passed and a bounded validity, a sequence not below its floor ([`Policy::verify`]); then
+//! each artifact only when its size, SHA-256, validation, schema hash, hash-key id and golden
+//! rows all match the manifest ([`check_artifact`]). Every refusal is a [`Refusal`] with a
+//! stable metric label ([`Refusal::reason`], [`REASONS`]).
 //!
-//! Verification only: nothing here reads files, clocks or the network, so the same code runs
-//! in the CLI (`edgescore verify`) and in the filter's service VM.
+//! Verification only: nothing here reads files, clocks or the network (the caller passes the
+//! current time), so the same code runs in the CLI (`edgescore verify`) and in the filter's
+//! service VM.
 
 mod check;
 mod envelope;
 mod golden;
 mod keys;
 mod manifest;
+mod policy;
 mod refusal;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
+mod time;
 
 pub use check::{check_artifact, hash_key_id, schema_hash, sha256_hex};
-pub use envelope::{open_envelope, read_unverified, sign_envelope, signed_message, verify_envelope, verify_signatures, Envelope, EnvelopeSignature, Signed};
+pub use envelope::{
+    cosign_envelope, open_envelope, read_unverified, sign_envelope, signed_message, verify_envelope, verify_signatures, Envelope, EnvelopeSignature, Signed,
+};
 pub use golden::{default_golden_inputs, golden_rows, row_matches};
 pub use keys::{key_id, parse_public_key, parse_secret_key, public_key_file, secret_key_file, PublicKey, PublicKeyFile, RegistryError, SecretKeyFile};
 pub use manifest::{GoldenRow, Manifest, ManifestModel, ModelMode};
+pub use policy::{Policy, PolicyError, DEFAULT_MAX_VALIDITY_S, VALIDITY_RANGE_S};
 pub use refusal::{Refusal, REASONS};
+pub use time::{format_utc, parse_utc};
 
 /// The envelope's `payload_type`.
 pub const PAYLOAD_TYPE: &str = "application/vnd.edgescore.manifest.v1+json";

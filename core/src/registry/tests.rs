@@ -1,4 +1,5 @@
 //! The registry natively: signing round trip, every refusal from a concrete tampering, the
+//! reader's policy (k-of-n signatures, expiry, validity, minimums) at its boundaries, the
 //! stable reason labels, key files and golden-row encoding.
 
 use super::*;
@@ -8,37 +9,31 @@ use ed25519_dalek::SigningKey;
 const B64: base64::engine::GeneralPurpose = base64::engine::general_purpose::STANDARD;
 /// Real artifacts (checked in as fuzz seeds): a binary XGBoost model and a LightGBM model with
 /// categorical splits.
-const XGB: &[u8] = include_bytes!("../../../fuzz/seeds/xgb_binary.esm");
+pub(crate) const XGB: &[u8] = include_bytes!("../../../fuzz/seeds/xgb_binary.esm");
 const LGB_CAT: &[u8] = include_bytes!("../../../fuzz/seeds/lgb_categorical.esm");
 const HASH_KEY: &[u8] = b"0123456789abcdef";
 
-fn signing(seed: u8) -> SigningKey {
+pub(crate) fn signing(seed: u8) -> SigningKey {
     SigningKey::from_bytes(&[seed; 32])
 }
 
-fn public(key: &SigningKey) -> PublicKey {
+pub(crate) fn public(key: &SigningKey) -> PublicKey {
     PublicKey::from_bytes(key.verifying_key().as_bytes()).unwrap()
 }
 
-fn entry(bytes: &[u8], mode: ModelMode, version: u64) -> ManifestModel {
+pub(crate) fn entry(bytes: &[u8], mode: ModelMode, version: u64) -> ManifestModel {
     let model = crate::Model::load(bytes).unwrap();
     let e = model.ensemble();
-    let sha = sha256_hex(bytes);
-    ManifestModel {
-        name: e.name().to_string(),
-        version,
-        mode,
-        artifact: artifact_path(&sha),
-        size: bytes.len() as u64,
-        sha256: sha,
-        schema_hash: schema_hash(&e),
-        hash_key_id: Some(hash_key_id(HASH_KEY)),
-        golden: golden_rows(&e, &default_golden_inputs(&e)),
-    }
+    ManifestModel::of_artifact(bytes, &e, version, mode, Some(hash_key_id(HASH_KEY)), golden_rows(&e, &default_golden_inputs(&e)))
 }
 
-fn manifest(models: Vec<ManifestModel>) -> Manifest {
-    Manifest { format: MANIFEST_FORMAT, sequence: 3, published_at: "2026-11-25T03:00:00Z".into(), models }
+/// `published_at` of [`manifest`]: 2026-11-25T03:00:00Z.
+pub(crate) const PUBLISHED: u64 = 1_795_575_600;
+/// `expires` of [`manifest`]: a week later.
+pub(crate) const EXPIRES: u64 = PUBLISHED + 7 * 86_400;
+
+pub(crate) fn manifest(models: Vec<ManifestModel>) -> Manifest {
+    Manifest { format: MANIFEST_FORMAT, sequence: 3, published_at: format_utc(PUBLISHED), expires: Some(format_utc(EXPIRES)), models }
 }
 
 fn envelope_json(bytes: &[u8]) -> serde_json::Value {
@@ -52,7 +47,7 @@ fn edited(envelope: &[u8], edit: impl FnOnce(&mut Envelope)) -> Vec<u8> {
     serde_json::to_vec(&e).unwrap()
 }
 
-fn signed_manifest(m: &Manifest, key: &SigningKey) -> Vec<u8> {
+pub(crate) fn signed_manifest(m: &Manifest, key: &SigningKey) -> Vec<u8> {
     sign_envelope(&m.to_json(), key)
 }
 
@@ -399,8 +394,12 @@ fn reasons_are_stable() {
             "unsigned",
             "unknown_key",
             "bad_signature",
+            "too_few_signatures",
             "malformed",
+            "expired",
+            "validity_too_long",
             "rollback",
+            "below_minimum",
             "oversized",
             "truncated",
             "sha_mismatch",
@@ -415,8 +414,12 @@ fn reasons_are_stable() {
         Refusal::Unsigned,
         Refusal::UnknownKey { key_ids: vec!["ed25519:0011223344556677".into()] },
         Refusal::BadSignature { key_id: "ed25519:0011223344556677".into() },
+        Refusal::TooFewSignatures { signed_by: vec!["ed25519:0011223344556677".into()], threshold: 2 },
         Refusal::Malformed("x".into()),
+        Refusal::Expired { expires: "2026-12-02T03:00:00Z".into(), now: "2026-12-02T03:00:00Z".into() },
+        Refusal::ValidityTooLong { valid_s: None, max_s: 60 },
         Refusal::Rollback { name: "bot".into(), have: 7, got: 6 },
+        Refusal::BelowMinimum { what: "bot version (registry.min_versions.bot)".into(), min: 7, got: 6 },
         Refusal::Oversized { model: m(), size: 10, max: 5 },
         Refusal::Truncated { model: m(), expected: 10, got: 5 },
         Refusal::ShaMismatch { model: m(), expected: "9a".into(), got: "3f".into() },
@@ -431,8 +434,10 @@ fn reasons_are_stable() {
         let text = r.to_string();
         assert!(!text.is_empty() && !text.contains('\n'), "{text}");
     }
-    assert_eq!(all[7].to_string(), "bot v7: artifact sha256 is 3f, manifest says 9a");
-    assert_eq!(all[4].to_string(), "bot: version 6 is lower than the 7 already accepted (a version never goes backwards)");
+    assert_eq!(all[11].to_string(), "bot v7: artifact sha256 is 3f, manifest says 9a");
+    assert_eq!(all[7].to_string(), "bot: version 6 is lower than the 7 already accepted (a version never goes backwards)");
+    assert_eq!(all[8].to_string(), "bot version (registry.min_versions.bot) is 6, below the configured minimum 7");
+    assert_eq!(all[3].to_string(), "manifest is signed by 1 of the configured keys (ed25519:0011223344556677), 2 required");
     assert_eq!(Refusal::sequence_rollback(12, 11).reason(), "rollback");
 }
 
@@ -481,4 +486,190 @@ fn hashes_are_as_documented() {
     assert_eq!(schema_hash(&e), hex(&Sha256::digest(text.as_bytes())));
     assert_eq!(hash_key_id(b"k"), hex(&Sha256::digest(b"edgescore-hash-key-v1\0k")[..8]));
     assert_eq!(key_id(&[7; 32]), format!("ed25519:{}", hex(&Sha256::digest([7u8; 32])[..8])));
+}
+
+/// A policy trusting `keys` with `threshold`, the other settings at their defaults.
+fn policy(keys: &[&SigningKey], threshold: usize) -> Policy {
+    Policy { threshold, ..Policy::new(keys.iter().map(|k| public(k)).collect()) }
+}
+
+/// `m` signed by every key of `keys`, in order (the first signs, the others co-sign).
+fn signed_by(m: &Manifest, keys: &[&SigningKey]) -> Vec<u8> {
+    let mut env = sign_envelope(&m.to_json(), keys[0]);
+    for k in &keys[1..] {
+        env = cosign_envelope(&env, k).unwrap();
+    }
+    env
+}
+
+#[test]
+fn expiry_is_refused_from_the_second_it_names() {
+    let key = signing(1);
+    let p = policy(&[&key], 1);
+    let env = signed_manifest(&manifest(vec![]), &key);
+    assert!(p.verify(&env, PUBLISHED).is_ok());
+    assert!(p.verify(&env, EXPIRES - 1).is_ok(), "one second before expires");
+    let (r, msg) = reason(p.verify(&env, EXPIRES));
+    assert_eq!(r, "expired", "exactly at expires");
+    assert_eq!(
+        msg,
+        "manifest expired at 2026-12-02T03:00:00Z (now 2026-12-02T03:00:00Z): the registry was not renewed (`edgescore renew`), or its server shows an old copy"
+    );
+    assert_eq!(reason(p.verify(&env, u64::MAX)).0, "expired");
+    // The expiry is signed: moving it changes the payload, and the signature no longer verifies.
+    let moved = edited(&env, |e| {
+        let text = String::from_utf8(B64.decode(&e.payload).unwrap()).unwrap();
+        e.payload = B64.encode(text.replace(&format_utc(EXPIRES), &format_utc(EXPIRES + 86_400)));
+    });
+    assert_eq!(reason(p.verify(&moved, EXPIRES)).0, "bad_signature");
+}
+
+#[test]
+fn validity_is_bounded_and_expiry_required() {
+    let key = signing(1);
+    let at = |published: u64, expires: Option<u64>| {
+        let m = Manifest { published_at: format_utc(published), expires: expires.map(format_utc), ..manifest(vec![]) };
+        signed_manifest(&m, &key)
+    };
+    let hour = Policy { max_validity_s: 3600, ..policy(&[&key], 1) };
+    assert!(hour.verify(&at(PUBLISHED, Some(PUBLISHED + 3600)), PUBLISHED).is_ok(), "exactly the maximum");
+    let (r, msg) = reason(hour.verify(&at(PUBLISHED, Some(PUBLISHED + 3601)), PUBLISHED));
+    assert_eq!(r, "validity_too_long", "one second over");
+    assert!(msg.contains("valid for 3601 s") && msg.contains("3600 s") && msg.contains("registry.max_validity_s"), "{msg}");
+    // The default bound: 31 days.
+    let p = policy(&[&key], 1);
+    assert!(p.verify(&at(PUBLISHED, Some(PUBLISHED + DEFAULT_MAX_VALIDITY_S)), PUBLISHED).is_ok());
+    assert_eq!(reason(p.verify(&at(PUBLISHED, Some(PUBLISHED + DEFAULT_MAX_VALIDITY_S + 1)), PUBLISHED)).0, "validity_too_long");
+    // Too long and expired: the validity is what the manifest says about itself, checked first.
+    assert_eq!(reason(hour.verify(&at(PUBLISHED, Some(PUBLISHED + 7200)), PUBLISHED + 9000)).0, "validity_too_long");
+    // Without expires: refused unless the reader says otherwise (a registry being migrated).
+    let forever = at(PUBLISHED, None);
+    let (r, msg) = reason(p.verify(&forever, PUBLISHED));
+    assert_eq!(r, "validity_too_long");
+    assert!(msg.contains("no `expires`") && msg.contains("edgescore renew"), "{msg}");
+    let migrating = Policy { require_expiry: false, ..p.clone() };
+    assert!(migrating.verify(&forever, u64::MAX).is_ok());
+    // require_expiry false does not relax a manifest that has one.
+    assert_eq!(reason(migrating.verify(&at(PUBLISHED, Some(PUBLISHED + 60)), PUBLISHED + 60)).0, "expired");
+}
+
+#[test]
+fn manifest_times_must_be_utc_and_ordered() {
+    let key = signing(1);
+    let keys = [public(&key)];
+    for (published, expires, needle) in [
+        ("2026-11-25T03:00:00Z", Some("2026-11-25T03:00:00Z"), "is not after published_at"),
+        ("2026-11-25T03:00:00Z", Some("2026-11-25T02:59:59Z"), "is not after published_at"),
+        ("2026-11-25T03:00:00Z", Some("2026-12-02T03:00:00+00:00"), "expires \"2026-12-02T03:00:00+00:00\" is not a UTC time"),
+        ("2026-11-25T03:00:00Z", Some(""), "expires \"\" is not a UTC time"),
+        ("2026-11-25 03:00:00", Some("2026-12-02T03:00:00Z"), "published_at \"2026-11-25 03:00:00\" is not a UTC time"),
+        ("", None, "published_at \"\" is not a UTC time"),
+    ] {
+        let m = Manifest { published_at: published.into(), expires: expires.map(String::from), ..manifest(vec![]) };
+        let (r, msg) = reason(verify_envelope(&signed_manifest(&m, &key), &keys));
+        assert_eq!(r, "malformed", "{msg}");
+        assert!(msg.contains(needle), "{needle:?} not in {msg:?}");
+    }
+    // A manifest without expires parses (the reader's policy decides); its JSON has no field.
+    let m = Manifest { expires: None, ..manifest(vec![]) };
+    assert!(!String::from_utf8(m.to_json()).unwrap().contains("expires"));
+    assert_eq!(verify_envelope(&signed_manifest(&m, &key), &keys).unwrap(), m);
+    // A policy given a manifest built in memory, not parsed, refuses times it cannot read.
+    let unparsed = Manifest { expires: Some("soon".into()), ..manifest(vec![]) };
+    assert_eq!(reason(policy(&[&key], 1).check_manifest(&unparsed, PUBLISHED)).0, "malformed");
+}
+
+#[test]
+fn minimums_hold_whatever_was_accepted_before() {
+    let key = signing(1);
+    let m = manifest(vec![entry(XGB, ModelMode::Active, 7)]);
+    let env = signed_manifest(&m, &key);
+    let name = m.models[0].name.clone();
+    let at_floor = Policy { min_sequence: 3, min_versions: [(name.clone(), 7)].into(), ..policy(&[&key], 1) };
+    assert!(at_floor.verify(&env, PUBLISHED).is_ok(), "sequence 3 at min_sequence 3");
+    assert!(at_floor.check_entry(&m.models[0]).is_ok(), "version 7 at minimum 7");
+    let above = Policy { min_sequence: 4, min_versions: [(name.clone(), 8)].into(), ..at_floor.clone() };
+    let (r, msg) = reason(above.verify(&env, PUBLISHED));
+    assert_eq!(r, "below_minimum");
+    assert_eq!(msg, "manifest sequence (registry.min_sequence) is 3, below the configured minimum 4");
+    let (r, msg) = reason(above.check_entry(&m.models[0]));
+    assert_eq!(r, "below_minimum");
+    assert_eq!(msg, format!("{name} version (registry.min_versions.{name}) is 7, below the configured minimum 8"));
+    // A floor for one name says nothing about another.
+    let other = ManifestModel { name: "other".into(), version: 1, ..m.models[0].clone() };
+    assert!(above.check_entry(&other).is_ok());
+    // Expired and below the minimum: the expiry is the reason (the signed times come first).
+    assert_eq!(reason(above.verify(&env, EXPIRES)).0, "expired");
+}
+
+#[test]
+fn k_of_n_signatures() {
+    let (a, b, c, outsider) = (signing(1), signing(2), signing(3), signing(4));
+    let m = manifest(vec![entry(XGB, ModelMode::Active, 1)]);
+    let two_of_three = policy(&[&a, &b, &c], 2);
+    // k − 1 signatures: refused, naming who signed.
+    let (r, msg) = reason(two_of_three.verify(&signed_by(&m, &[&a]), PUBLISHED));
+    assert_eq!(r, "too_few_signatures");
+    assert_eq!(msg, format!("manifest is signed by 1 of the configured keys ({}), 2 required", public(&a).key_id));
+    // k, in any order, and more than k.
+    for signers in [vec![&a, &b], vec![&c, &a], vec![&b, &c], vec![&a, &b, &c]] {
+        let signed = open_envelope(&signed_by(&m, &signers)).unwrap();
+        let by = two_of_three.signatures(&signed).unwrap();
+        assert_eq!(by.len(), 2, "stops at the threshold");
+        assert!(by.iter().all(|id| signers.iter().any(|s| public(s).key_id == *id)), "{by:?}");
+        assert_eq!(two_of_three.verify(&signed_by(&m, &signers), PUBLISHED).unwrap(), m);
+    }
+    // The same key twice counts once: a duplicated signature entry, a second co-signature by
+    // the same key, or the key configured twice.
+    let a_twice = edited(&signed_by(&m, &[&a]), |e| e.signatures.push(e.signatures[0].clone()));
+    assert_eq!(reason(two_of_three.verify(&a_twice, PUBLISHED)).0, "too_few_signatures");
+    let recosigned = cosign_envelope(&signed_by(&m, &[&a]), &a).unwrap();
+    assert_eq!(open_envelope(&recosigned).unwrap().signatures.len(), 1, "co-signing again replaces");
+    assert_eq!(reason(two_of_three.verify(&recosigned, PUBLISHED)).0, "too_few_signatures");
+    let a_configured_twice = Policy { keys: vec![public(&a), public(&a), public(&b)], ..two_of_three.clone() };
+    assert_eq!(reason(a_configured_twice.verify(&a_twice, PUBLISHED)).0, "too_few_signatures");
+    assert!(a_configured_twice.verify(&signed_by(&m, &[&a, &b]), PUBLISHED).is_ok());
+    // A key the reader does not have adds nothing.
+    assert_eq!(reason(two_of_three.verify(&signed_by(&m, &[&a, &outsider]), PUBLISHED)).0, "too_few_signatures");
+    // A configured key's bad signature beside a good one: too few good ones.
+    let bad_b = edited(&signed_by(&m, &[&a, &b]), |e| e.signatures[1].sig = B64.encode([0u8; 64]));
+    assert_eq!(reason(two_of_three.verify(&bad_b, PUBLISHED)).0, "too_few_signatures");
+    // None good: the reasons of a single signature stay.
+    assert_eq!(reason(two_of_three.verify(&signed_by(&m, &[&outsider]), PUBLISHED)).0, "unknown_key");
+    let bad_a = edited(&signed_by(&m, &[&a]), |e| e.signatures[0].sig = B64.encode([0u8; 64]));
+    assert_eq!(reason(two_of_three.verify(&bad_a, PUBLISHED)).0, "bad_signature");
+    assert_eq!(reason(two_of_three.verify(&edited(&bad_a, |e| e.signatures.clear()), PUBLISHED)).0, "unsigned");
+    // k = 1 is any one key.
+    assert!(policy(&[&a, &b, &c], 1).verify(&signed_by(&m, &[&c]), PUBLISHED).is_ok());
+}
+
+#[test]
+fn cosigning_keeps_the_payload_and_the_other_signatures() {
+    let (a, b) = (signing(1), signing(2));
+    let m = manifest(vec![entry(XGB, ModelMode::Active, 1)]);
+    let by_a = signed_manifest(&m, &a);
+    let both = cosign_envelope(&by_a, &b).unwrap();
+    let (before, after): (Envelope, Envelope) = (serde_json::from_slice(&by_a).unwrap(), serde_json::from_slice(&both).unwrap());
+    assert_eq!(after.payload, before.payload, "the payload text is untouched");
+    assert_eq!(after.signatures[0], before.signatures[0]);
+    assert_eq!(after.signatures[1].key_id, public(&b).key_id);
+    assert!(policy(&[&a, &b], 2).verify(&both, PUBLISHED).is_ok());
+    // What cannot be opened cannot be co-signed.
+    assert_eq!(reason(cosign_envelope(b"{}", &b)).0, "malformed");
+    assert_eq!(reason(cosign_envelope(&edited(&by_a, |e| e.payload_type = "x".into()), &b)).0, "malformed");
+}
+
+#[test]
+fn policies_that_cannot_be_met_are_refused() {
+    let (a, b) = (signing(1), signing(2));
+    assert_eq!(policy(&[&a, &b], 2).validate(), Ok(()));
+    assert_eq!(policy(&[&a], 0).validate(), Err(PolicyError::ThresholdZero));
+    assert_eq!(policy(&[&a, &b], 3).validate(), Err(PolicyError::ThresholdAboveKeys { threshold: 3, keys: 2 }));
+    assert_eq!(policy(&[&a, &a], 2).validate(), Err(PolicyError::ThresholdAboveKeys { threshold: 2, keys: 1 }));
+    for bad in [0, 59, 366 * 86_400 + 1] {
+        assert_eq!(Policy { max_validity_s: bad, ..policy(&[&a], 1) }.validate(), Err(PolicyError::Validity(bad)));
+    }
+    for good in [60, DEFAULT_MAX_VALIDITY_S, 366 * 86_400] {
+        assert_eq!(Policy { max_validity_s: good, ..policy(&[&a], 1) }.validate(), Ok(()));
+    }
 }
