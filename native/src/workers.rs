@@ -1,5 +1,5 @@
 //! One slot per Envoy worker: the scorer that worker's requests use (a [`Scorer`] keeps the
-//! request's buffers, so each worker has its own), the counts it has not handed to Envoy yet, and
+//! request's buffers, so each worker has its own; the models in them are shared), the counts it has not handed to Envoy yet, and
 //! the scorer waiting to replace it. A model update builds every worker's new scorer on the main
 //! thread and leaves it in the slot; each worker takes it before its next request, so a request
 //! never waits for a build, and the scorer it replaces is freed on the main thread's next tick,

@@ -8,15 +8,18 @@ use super::TreeEnsemble;
 use crate::artifact::layout::*;
 use crate::artifact::{checksum, ArtifactError as E};
 use bytemuck::{pod_read_unaligned, Pod};
+use std::sync::Arc;
 
 /// An owned, validated artifact: an 8-byte-aligned copy of the bytes (buffers handed over by a
 /// host or read from disk are `Vec<u8>`, aligned to 1), what validation learned, and the
 /// evaluator's view of them, built once here. The view borrows the owned parts, so the two
 /// live in one self-referential cell: [`Model::ensemble`] is then a field read, not the
-/// ~300 instructions of slicing and cast checks a view per call costs on every request. A clone
-/// copies bytes already validated: it is not validated again.
+/// ~300 instructions of slicing and cast checks a view per call costs on every request. The cell
+/// is shared: a clone (one per Envoy worker's scorer, at every model update) is a reference
+/// count, not a copy of the bytes, the walk and the bitvectors.
+#[derive(Clone)]
 pub struct Model {
-    cell: Cell,
+    cell: Arc<Cell>,
 }
 
 /// What the view borrows.
@@ -57,12 +60,6 @@ pub(crate) struct Parts {
     ranges: [core::ops::Range<usize>; 15],
 }
 
-impl Clone for Model {
-    fn clone(&self) -> Model {
-        Model::from_owned(self.cell.borrow_owner().clone())
-    }
-}
-
 impl Model {
     /// Copies and validates `bytes`.
     pub fn load(bytes: &[u8]) -> Result<Model, E> {
@@ -79,14 +76,19 @@ impl Model {
     }
 
     fn from_owned(owned: Owned) -> Model {
-        Model { cell: Cell::new(owned, |o| view(o.as_bytes(), &o.parts, &o.walk, o.bitvectors.as_ref())) }
+        Model { cell: Arc::new(Cell::new(owned, |o| view(o.as_bytes(), &o.parts, &o.walk, o.bitvectors.as_ref()))) }
+    }
+
+    /// The owned parts, copied if another clone shares them.
+    fn into_owned(self) -> Owned {
+        Arc::try_unwrap(self.cell).map_or_else(|shared| shared.borrow_owner().clone(), Cell::into_owner)
     }
 
     /// This model with QuickScorer's bitvectors on every row they can score, whatever the
     /// cost model says: for tests and the fuzz oracle, which compare them with the walk.
     #[doc(hidden)]
     pub fn with_bitvectors_on_every_row(self) -> Model {
-        let mut o = self.cell.into_owner();
+        let mut o = self.into_owned();
         o.bitvectors = Bitvectors::build(&view(o.as_bytes(), &o.parts, &o.walk, None), true);
         Model::from_owned(o)
     }
@@ -95,7 +97,7 @@ impl Model {
     /// tests and the fuzz oracle, which compare the two.
     #[doc(hidden)]
     pub fn without_bitvectors(self) -> Model {
-        let mut o = self.cell.into_owner();
+        let mut o = self.into_owned();
         o.bitvectors = None;
         Model::from_owned(o)
     }
