@@ -272,7 +272,8 @@ bench-swap: build venv bench-models $(OHA)
 
 # wrk against a real Envoy on loopback: no filter vs the edgescore filter (3 models) vs a no-op
 # Wasm filter vs ext_authz to a Rust or a Python (ONNX Runtime) scoring sidecar; see
-# benches/envoy_load/README.md. Installs wrk (Debian package) on first use.
-bench-envoy: build venv
+# benches/envoy_load/README.md. Installs wrk (Debian package) and oha (for ENVOY_FLAGS=--rate N,
+# latency open-loop) on first use.
+bench-envoy: build venv $(OHA)
 	$(call debian-tools,wrk)
-	$(PY) -m benches.envoy_load.run
+	$(PY) -m benches.envoy_load.run $(ENVOY_FLAGS)

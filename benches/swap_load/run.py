@@ -52,13 +52,13 @@ from tqdm import tqdm
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 from harness import envoyctl, render_envoy  # noqa: E402
+from harness import oha  # noqa: E402
 from harness.loopback import free_port  # noqa: E402
 from harness.registry import RegistryServer  # noqa: E402
 
 CLI = ROOT / "target" / "release" / "edgescore"
 BENCH_MODELS = ROOT / "target" / "bench-models"
 SCHEMA = ROOT / "models" / "example" / "schema.json"
-OHA = ROOT / "target" / "tools" / "bin" / "oha"  # `make bench-swap` installs it there
 CONNECTIONS = 32
 SWAPS = "wasmcustom.edgescore.registry.swaps"
 WORKERS = 2
@@ -72,11 +72,6 @@ def cli(*args) -> str:
         raise RuntimeError(f"edgescore {args[0]}: {p.stderr.strip()}")
     return p.stdout
 
-
-def find_oha(path: Path) -> Path:
-    if not path.is_file():
-        raise SystemExit(f"no oha at {path}: run `make bench-swap`, which installs it")
-    return path
 
 
 def artifacts(work: Path) -> dict[str, Path]:
@@ -116,7 +111,7 @@ class Bench:
     def __init__(self, args, work: Path):
         self.args, self.work = args, work
         self.arts = artifacts(work)
-        self.oha = find_oha(args.oha)
+        self.oha = oha.find(args.oha)
         cli("keygen", "-o", work / "bench")
         self.registry = work / "registry"
         self.registry.mkdir()
@@ -195,16 +190,7 @@ class Bench:
     # load
 
     def oha_run(self, port: int, db: Path, seconds: float, rate: float | None) -> dict:
-        args = [str(self.oha), "--no-tui", "--output-format", "json", "-z", f"{seconds}s", "-c", str(CONNECTIONS),
-                "-H", "user-agent: Mozilla/5.0 (X11; Linux x86_64; rv:133.0) Gecko/20100101 Firefox/133.0",
-                "-H", "accept: text/html,application/xhtml+xml", "-H", "accept-language: en-US,en;q=0.5"]
-        if rate is not None:
-            args += ["-q", str(rate), "--latency-correction", "--db-url", str(db)]
-        args.append(f"http://127.0.0.1:{port}/products/shoes?color=blue")
-        p = subprocess.run(args, capture_output=True, text=True, timeout=seconds + 120)
-        if p.returncode != 0:
-            raise RuntimeError(f"oha failed: {p.stderr[-2000:]}")
-        return json.loads(p.stdout)
+        return oha.run(self.oha, port, seconds, CONNECTIONS, rate, db if rate is not None else None)
 
     def capacity(self) -> float:
         e = self.registry_envoy("capacity")
@@ -413,7 +399,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rss-swaps", type=int, default=600)
     ap.add_argument("--native", action="store_true", help="the native module instead of the .wasm")
     ap.add_argument("--write-readme", action="store_true")
-    ap.add_argument("--oha", type=Path, default=OHA, help=f"the oha binary (default: {OHA.relative_to(ROOT)})")
+    ap.add_argument("--oha", type=Path, default=oha.OHA, help=f"the oha binary (default: {oha.OHA.relative_to(ROOT)})")
     args = ap.parse_args(argv)
     t0 = time.monotonic()
     envoyctl.exit_on_sigterm()
