@@ -151,7 +151,7 @@ test: toolchain venv system-tools
 	$(MAKE) --no-print-directory models MODEL_CLI=$(EDGESCORE_DEBUG)
 	$(PY) -m harness.registry --cli $(EDGESCORE_DEBUG)
 	$(CARGO) test --workspace
-	EDGESCORE_BIN=$(CURDIR)/$(EDGESCORE_DEBUG) EDGESCORE_REQUIRE_BUILD=1 $(PY) -m pytest -q tests benches/shapes/test_report.py
+	EDGESCORE_BIN=$(CURDIR)/$(EDGESCORE_DEBUG) EDGESCORE_REQUIRE_BUILD=1 $(PY) -m pytest -q --durations=25 tests benches/shapes/test_report.py
 	$(MAKE) --no-print-directory fuzz-smoke
 
 # docs/images/model-report.png (README.md, `edgescore inspect --html`): the bot model's report on
