@@ -26,6 +26,7 @@ pub mod registry;
 pub mod replay;
 pub mod request;
 pub mod scorer;
+pub mod signatures;
 pub mod text;
 
 pub use action::ActionKind;
