@@ -10,6 +10,9 @@
 //! body extraction and verdicts. [`registry`] verifies signed model manifests and artifacts
 //! (the CLI signs them) and [`poll`] decides, without I/O, what a poller accepts from them; [`handoff`] is how verified model bytes are to travel from the
 //! registry poller to every worker through shared data, a bounded slice per tick.
+//! [`signatures`] verifies HTTP message signatures (RFC 9421) of signed bots against trusted
+//! key directories; [`velocity`] counts each client's requests, paths and 4xx answers over
+//! the last seconds in a fixed-size table per worker.
 
 pub mod action;
 pub mod artifact;
@@ -27,6 +30,7 @@ pub mod replay;
 pub mod request;
 pub mod scorer;
 pub mod signatures;
+pub mod velocity;
 pub mod text;
 
 pub use action::ActionKind;
