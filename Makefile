@@ -207,7 +207,7 @@ fuzz:
 # fuzz/corpus/, not in git); fails on any finding, whose input libFuzzer writes under
 # fuzz/artifacts/. Installs the nightly fuzz/rust-toolchain.toml pins, and cargo-fuzz, on first use.
 FUZZ_SMOKE_SECONDS ?= 20
-FUZZ_SMOKE_TARGETS := artifact:seeds artifact_mutated ir_roundtrip config:seeds-config registry:seeds-registry features:seeds-features text
+FUZZ_SMOKE_TARGETS := artifact:seeds artifact_mutated ir_roundtrip config:seeds-config registry:seeds-registry features:seeds-features text signatures
 .PHONY: fuzz-smoke
 fuzz-smoke:
 	@nightly=$$(sed -n 's/^channel = "\(.*\)"/\1/p' fuzz/rust-toolchain.toml); \
