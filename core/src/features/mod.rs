@@ -5,6 +5,7 @@
 
 mod extract;
 pub mod hash;
+pub mod ja4;
 mod schema;
 pub mod ua;
 
