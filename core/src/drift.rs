@@ -147,11 +147,12 @@ impl Tally {
         &self.bins
     }
 
-    /// Hands each count that changed to `f` (its index in [`Tally::bins`]) and zeroes it.
-    pub fn drain(&mut self, mut f: impl FnMut(usize, u64)) {
-        for (i, n) in self.counts.iter_mut().enumerate() {
+    /// Hands each count that changed to `f` (with its index in [`Tally::bins`] and what it
+    /// counts) and zeroes it.
+    pub fn drain(&mut self, mut f: impl FnMut(usize, &BinInfo, u64)) {
+        for (i, (n, b)) in self.counts.iter_mut().zip(&self.bins).enumerate() {
             if *n > 0 {
-                f(i, *n);
+                f(i, b, *n);
                 *n = 0;
             }
         }

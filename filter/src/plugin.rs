@@ -106,7 +106,7 @@ impl RootContext for Plugin {
     fn on_tick(&mut self) {
         if let Ok(mut serving) = self.serving.try_borrow_mut() {
             if let Some(s) = serving.as_mut() {
-                s.metrics.tally.flush();
+                s.flush();
             }
         }
         let (Some(cfg), Some(m)) = (&self.cfg, &self.update_metrics) else { return };
