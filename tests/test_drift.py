@@ -219,7 +219,7 @@ def test_the_shift_changes_only_the_shifted_input(tmp_path):
 def rendered_rules(out: Path) -> Path:
     """The shipped rules with the test's window and `for:`, the expressions otherwise as shipped."""
     text = RULES.read_text()
-    assert text.count("[15m]") == 7 and text.count("for: 30m") == 2
+    assert text.count("[15m]") == 5 and text.count("for: 30m") == 2
     out.write_text(text.replace("[15m]", f"[{WINDOW_S}s]").replace("for: 30m", f"for: {FOR_S}s"))
     yaml.safe_load(out.read_text())
     return out
