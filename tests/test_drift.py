@@ -10,7 +10,7 @@ feature vector (the feature log), and those rows are the reference.
   reference bin, and the reference shares as gauges. The native module counts without
   allocating (its test build counts every allocation).
 - A real Prometheus runs the shipped recording rules and alerts
-  (deploy/prometheus/edgescore.rules.yml; a rendered copy with a 20 s window and a 2 s `for:`,
+  (deploy/prometheus/edgescore.rules.yml; a rendered copy with a 60 s window and a 3 s `for:`,
   the expressions as shipped) over the Wasm filter's metrics: traffic from the training
   distribution keeps every input's PSI below 0.1 and EdgescoreFeatureDrift silent; the same
   traffic with one input shifted (path_length: slashes added at the end of the path, which no
@@ -30,6 +30,7 @@ import math
 import re
 import subprocess
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -52,8 +53,8 @@ NS = render_envoy.NATIVE_STATS_PREFIX
 MODEL = "bot"
 SHIFTED = "path_length"
 # The test's window and `for:` in place of the shipped 15m and 30m.
-WINDOW_S = 20
-FOR_S = 2
+WINDOW_S = 60
+FOR_S = 3
 
 
 def as_request(d: dict, i: int) -> client.Request:
@@ -89,8 +90,10 @@ def features_csv(requests: list[dict], out: Path) -> list[dict[str, str]]:
 
 
 def send_all(running, requests: list[client.Request]) -> None:
-    for r in requests:
-        assert running.send(r).status in (200, 403)
+    """Sends every request, eight at a time (a connection each)."""
+    with ThreadPoolExecutor(8) as pool:
+        statuses = list(pool.map(lambda r: running.send(r).status, requests))
+    assert set(statuses) <= {200, 403}, statuses
 
 
 def logged_rows(running, n: int) -> list[dict]:
@@ -162,7 +165,8 @@ def test_both_builds_count_every_bin_and_export_the_reference(compiled, upstream
     for running in (wasm, native):
         send_all(running, reqs)
     logs = {"wasm": logged_rows(wasm, len(reqs)), "native": logged_rows(native, len(reqs))}
-    assert logs["wasm"] == logs["native"]
+    # The same vectors and scores (sent eight at a time: in any order).
+    assert sorted(map(json.dumps, logs["wasm"])) == sorted(map(json.dumps, logs["native"]))
     ref = compiled["reference"]
     want: dict[tuple, float] = {}
     for row in logs["wasm"]:
@@ -243,11 +247,11 @@ def test_psi_stays_low_on_training_traffic_and_alerts_on_a_shift(compiled, upstr
     try:
         # Training traffic: a window's worth, then every input's PSI over it.
         t = time.monotonic()
-        send_all(running, [as_request(d, i) for i, d in enumerate(training.requests(1200, 2))])
+        send_all(running, [as_request(d, i) for i, d in enumerate(training.requests(800, 2))])
+        assert time.monotonic() - t < WINDOW_S / 2, "the training traffic must fit in half a window"
         running.settle()
         wait_for("a PSI per input", lambda: set(psi(prom)) == set(names)
-                 and prom.by_labels(f'edgescore:drift_requests{{model="{MODEL}"}}').get((), 0) >= 1000, timeout=30)
-        assert time.monotonic() - t < WINDOW_S, "the training traffic must fit in one window"
+                 and prom.by_labels(f'edgescore:drift_requests{{model="{MODEL}"}}').get((), 0) >= 700, timeout=30)
         time.sleep(FOR_S + 2)
         calm = psi(prom)
         assert max(calm.values()) < 0.1, calm
@@ -258,8 +262,8 @@ def test_psi_stays_low_on_training_traffic_and_alerts_on_a_shift(compiled, upstr
         shifted_reqs = [as_request(shifted(d), i) for i, d in enumerate(training.requests(20000, 3))]
         start, sent = time.monotonic(), 0
         while time.monotonic() - start < WINDOW_S + 3 and sent < len(shifted_reqs):
-            send_all(running, shifted_reqs[sent:sent + 50])
-            sent += 50
+            send_all(running, shifted_reqs[sent:sent + 80])
+            sent += 80
         assert sent >= 400, sent
         firing = wait_for("the alert", lambda: feature_alerts(prom, "firing"), timeout=30)
         drifted = psi(prom)
