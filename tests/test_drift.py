@@ -245,7 +245,10 @@ def test_psi_stays_low_on_training_traffic_and_alerts_on_a_shift(compiled, upstr
     prom = Prometheus(config, tmp_path / "prom").start()
     names = compiled["names"]
     try:
-        # Training traffic: a window's worth, then every input's PSI over it.
+        # A baseline scrape of every bin at 0 first: increase() counts from there.
+        wait_for("Prometheus' baseline scrape", lambda: len(prom.query(f'edgescore_drift_bin{{model="{MODEL}"}}')) > 100
+                 and prom.query(f'count_over_time(edgescore_requests_scored[{WINDOW_S}s])')[0][1] >= 2, timeout=30)
+        # Training traffic, then every input's PSI over it.
         t = time.monotonic()
         send_all(running, [as_request(d, i) for i, d in enumerate(training.requests(800, 2))])
         assert time.monotonic() - t < WINDOW_S / 2, "the training traffic must fit in half a window"

@@ -90,8 +90,8 @@ pub fn compile_with_reference(model: &ModelIr, max_format: u32, reference_rows: 
     let plain = crate::write::write_for(model, DRIFT_FORMAT - 1)?;
     let loaded = edgescore_core::Model::load(&plain).context("the compiled artifact failed validation (compiler bug)")?;
     let e = loaded.ensemble();
-    let rows = crate::rows::read_rows(reference_rows, &e)?;
-    let reference = crate::drift::DriftReference::build(&e, &rows, n_bins).with_context(|| format!("cannot build the drift reference from {}", reference_rows.display()))?;
+    let rows = crate::rows::read_rows(reference_rows, e)?;
+    let reference = crate::drift::DriftReference::build(e, &rows, n_bins).with_context(|| format!("cannot build the drift reference from {}", reference_rows.display()))?;
     Ok(crate::write::write_with_reference(model, max_format, Some(&reference))?)
 }
 

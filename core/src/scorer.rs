@@ -140,7 +140,7 @@ impl Scorer {
             n_outputs_of.push(n_outputs);
             // A shadow challenger sees the active model's inputs: only active models count.
             if cfg.metrics.drift && !served.shadow {
-                drift.add_model(policies.len(), &name, &e, &gather, output);
+                drift.add_model(policies.len(), &name, e, &gather, output);
             }
             policies.push(ModelPolicy {
                 name,
