@@ -186,3 +186,23 @@ fn the_filter_counts_each_bin_without_allocating() {
         .sum();
     assert_eq!(scored, 40 + n as u64, "every request's score in one bin");
 }
+
+/// `inspect --html` charts each series' reference shares; a model without a reference says how
+/// to get them.
+#[test]
+fn the_report_shows_the_reference_distributions() {
+    use edgescore_compile::report::{build, render_html, Origin};
+    let (bytes, reference) = with_reference();
+    let model = Model::load(&bytes).unwrap();
+    let page = render_html(&build(&model.ensemble(), Origin::Artifact, None).unwrap());
+    let drift = &page[page.find("<section id=\"drift\">").expect("a drift section")..];
+    for name in ["header_count", "ua_family", "output 0"] {
+        assert!(drift.contains(&format!("data-series=\"{name}\"")), "{name}");
+    }
+    // One column per bin, its share as the value.
+    let bars = drift.matches("<rect class=\"bar\"").count();
+    assert_eq!(bars, reference.shares.len());
+    let plain = Model::load(&write(&step_model("bot", "header_count", 4.0, 4.0)).unwrap()).unwrap();
+    let page = render_html(&build(&plain.ensemble(), Origin::Artifact, None).unwrap());
+    assert!(page.contains("No drift reference: compile with --reference"));
+}
