@@ -61,6 +61,8 @@ pub struct Metrics {
     pub text: TextMetrics,
     /// Per drift bin of the scorer (`edgescore_core::drift::Tally::bins`), its counter.
     pub drift: Vec<Count>,
+    /// Per drift bin, its reference gauge's name and id.
+    drift_references: Vec<(String, u32)>,
 }
 
 /// The text path: calls to the NLP service and what came back.
@@ -224,11 +226,14 @@ impl Metrics {
     /// Per-model metrics turned off in `metrics` are not defined.
     pub fn define(models: &[ModelPolicy], per_model: MetricsConfig, text_labels: &[&str], drift: &[BinInfo]) -> Metrics {
         let mut t = Tally::new();
+        let mut drift_references = Vec::with_capacity(drift.len());
         let drift = drift
             .iter()
             .map(|b| {
-                let reference = gauge(&names::drift::reference(&b.model, b.feature.as_deref(), &b.bin));
+                let name = names::drift::reference(&b.model, b.feature.as_deref(), &b.bin);
+                let reference = gauge(&name);
                 let _ = record_metric(reference, b.reference_ppm);
+                drift_references.push((name, reference));
                 t.counter(&names::drift::bin(&b.model, b.feature.as_deref(), &b.bin))
             })
             .collect();
@@ -260,7 +265,18 @@ impl Metrics {
                 raised_shadow_block: t.counter(names::text::RAISED_SHADOW_BLOCK),
             },
             drift,
+            drift_references,
             tally: t,
+        }
+    }
+
+    /// Sets to 0 the reference gauges of bins `next` does not define (a model replaced by one
+    /// with other bins, or without a reference).
+    pub fn retire_drift_references(&self, next: &Metrics) {
+        for (name, id) in &self.drift_references {
+            if !next.drift_references.iter().any(|(n, _)| n == name) {
+                let _ = record_metric(*id, 0);
+            }
         }
     }
 

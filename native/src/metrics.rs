@@ -74,6 +74,8 @@ pub struct Defined {
     pub tick_us: Option<usize>,
     /// The drift watch's labelled counters and gauges (`metrics.drift`).
     pub drift: Option<DriftIds>,
+    /// The reference gauges last set, by their label values (main thread).
+    drift_references: std::sync::Mutex<Vec<Vec<String>>>,
     /// The test build's allocation count (feature `count-allocations`).
     #[cfg_attr(not(feature = "count-allocations"), allow(dead_code))]
     pub allocations: Option<usize>,
@@ -155,6 +157,7 @@ impl Defined {
             versions: model_names.iter().map(|n| (n.clone(), gauge(&names::registry::version(n, false)), gauge(&names::registry::version(n, true)))).collect(),
             tick_us: if registry { envoy.define_histogram(names::registry::TICK_US) } else { None },
             drift: cfg.metrics.drift.then(|| DriftIds::define(envoy)).flatten(),
+            drift_references: std::sync::Mutex::new(Vec::new()),
             allocations: if cfg!(feature = "count-allocations") { envoy.define_gauge(names::NATIVE_ALLOCATIONS) } else { None },
             counters,
         }
@@ -220,15 +223,26 @@ impl DriftIds {
 }
 
 impl Defined {
-    /// Sets the reference gauges of a scorer's drift bins (main thread, as its models are served).
+    /// Sets the reference gauges of a scorer's drift bins (main thread, as its models are
+    /// served), and to 0 those of bins the previous models had and these do not, so that
+    /// Prometheus' sums over a feature's bins hold only the reference in force.
     pub fn set_drift_reference(&self, envoy: &EnvoyConfig, drift: &Tally) {
         let Some(ids) = &self.drift else { return };
-        for b in drift.bins() {
-            match &b.feature {
-                Some(f) => envoy.set_labelled_gauge(ids.reference, &[&b.model, f, &b.bin], b.reference_ppm),
-                None => envoy.set_labelled_gauge(ids.score_reference, &[&b.model, &b.bin], b.reference_ppm),
-            }
+        let labels = |b: &edgescore_core::drift::BinInfo| -> Vec<String> { [Some(b.model.clone()), b.feature.clone(), Some(b.bin.clone())].into_iter().flatten().collect() };
+        let set = |values: &[String], ppm: u64| {
+            let values: Vec<&str> = values.iter().map(String::as_str).collect();
+            let id = if values.len() == FEATURE_LABELS.len() { ids.reference } else { ids.score_reference };
+            envoy.set_labelled_gauge(id, &values, ppm);
+        };
+        let new: Vec<Vec<String>> = drift.bins().iter().map(labels).collect();
+        let mut last = self.drift_references.lock().unwrap_or_else(|p| p.into_inner());
+        for old in last.iter().filter(|old| !new.contains(old)) {
+            set(old, 0);
         }
+        for (values, b) in new.iter().zip(drift.bins()) {
+            set(values, b.reference_ppm);
+        }
+        *last = new;
     }
 
     /// Hands a scorer's drift counts to Envoy and zeroes them (main thread).

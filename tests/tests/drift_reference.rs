@@ -130,8 +130,8 @@ fn request(i: usize) -> Vec<(String, String)> {
     h
 }
 
-fn drift_counts(vm: &Vm) -> Vec<(String, u64)> {
-    vm.metrics().into_iter().filter(|(k, _)| k.starts_with("edgescore.drift.")).map(|(k, v)| (k, v.1)).collect()
+fn drift_counts(host: &Host) -> Vec<(String, u64)> {
+    host.metrics().into_iter().filter(|(k, _)| k.starts_with("edgescore.drift.")).map(|(k, v)| (k, v.1)).collect()
 }
 
 /// The filter counts each request's header_count, ua_family and score into the reference's
@@ -146,7 +146,7 @@ fn the_filter_counts_each_bin_without_allocating() {
     let host = Host::new(filter_wasm().unwrap()).unwrap();
     let mut vm = host.vm(b"").unwrap();
     assert!(vm.configure(config.as_bytes()).unwrap());
-    let refs = drift_counts(&vm);
+    let refs = drift_counts(&host);
     let hc = r.feature(0);
     for (b, share) in hc.shares.iter().enumerate() {
         let label = if b == hc.edges.len() + 1 { "missing".to_string() } else { b.to_string() };
@@ -205,4 +205,39 @@ fn the_report_shows_the_reference_distributions() {
     let plain = Model::load(&write(&step_model("bot", "header_count", 4.0, 4.0)).unwrap()).unwrap();
     let page = render_html(&build(&plain.ensemble(), Origin::Artifact, None).unwrap());
     assert!(page.contains("No drift reference: compile with --reference"));
+}
+
+fn config(artifact: &[u8], metrics: &str) -> String {
+    format!(r#"{{"hash_key":"test-key-0123456789"{metrics},"models":[{{"artifact":"{}","threshold":0.9,"action":"tag"}}]}}"#, base64(artifact))
+}
+
+/// A model replaced by one with fewer bins leaves no stale reference share behind (its old
+/// bins' gauges go to 0), and `metrics.drift: false` defines and counts nothing.
+#[test]
+fn a_swap_retires_old_bins_and_the_switch_turns_counting_off() {
+    let (ten, _) = with_reference();
+    let ir = step_model("bot", "header_count", 4.0, 4.0);
+    let plain = Model::load(&write(&ir).unwrap()).unwrap();
+    let two = write_with_reference(&ir, FORMAT_VERSION, Some(&DriftReference::build(&plain.ensemble(), &rows(1000, 0.0), 2).unwrap())).unwrap();
+    let host = Host::new(filter_wasm().unwrap()).unwrap();
+    let mut vm = host.vm(b"").unwrap();
+    assert!(vm.configure(config(&ten, "").as_bytes()).unwrap());
+    let gauge = |b: &str| host.metric(&format!("edgescore.drift.reference_ppm.bot.header_count.{b}"));
+    assert!(gauge("5").unwrap() > 0);
+    assert!(vm.configure(config(&two, "").as_bytes()).unwrap());
+    let shares: u64 = (0..=2).map(|b| gauge(&b.to_string()).unwrap()).sum::<u64>() + gauge("missing").unwrap();
+    assert!((999_000..=1_001_000).contains(&shares), "{shares}");
+    assert_eq!(gauge("5"), Some(0), "a bin the new reference does not have");
+
+    let host = Host::new(filter_wasm().unwrap()).unwrap();
+    let mut vm = host.vm(b"").unwrap();
+    assert!(vm.configure(config(&ten, r#","metrics":{"drift":false}"#).as_bytes()).unwrap());
+    for i in 0..20 {
+        let s = vm.stream();
+        vm.request_headers(&s, request(i), true).unwrap();
+        vm.done(&s).unwrap();
+    }
+    vm.tick().unwrap();
+    assert!(host.metric("edgescore.requests_scored").unwrap() >= 20);
+    assert_eq!(drift_counts(&host), vec![]);
 }
