@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
         cli("compile", *common, "-o", drift / f"{name}.esm", "--reference", rows)
     names = [e.policy.name for e in render_envoy.read_example_list()]
     for label, d in (("without", plain), ("with", drift)):
-        models = " ".join(str((d / f"{n}.esm").relative_to(ROOT)) for n in names)
+        models = " ".join(str(d / f"{n}.esm") for n in names)
         print(f"# {label} drift counting:\n.venv/bin/python -m benches.envoy_load.run --variants edgescore,native --models {models}")
     return 0
 
