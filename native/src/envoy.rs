@@ -52,17 +52,17 @@ impl EnvoyConfig {
         self.define(envoy_dynamic_module_callback_http_filter_config_define_gauge, name, labels)
     }
 
-    /// `values`: one per label the counter was defined with, in that order (main thread: the
-    /// flush; the buffer list is allocated there, never on a request).
+    /// `values`: one per label the counter was defined with, in that order, at most
+    /// [`MAX_LABELS`] (a flush on the main thread makes these calls: no allocation).
     pub fn increment_labelled(self, id: usize, values: &[&str], n: u64) {
-        let mut buffers: Vec<ModuleBuffer> = values.iter().map(|v| ModuleBuffer::of(v.as_bytes())).collect();
+        let (mut buffers, len) = label_buffers(values);
         // SAFETY: as many label values as defined, valid for the call.
-        unsafe { envoy_dynamic_module_callback_http_filter_config_increment_counter(self.0, id, buffers.as_mut_ptr(), buffers.len(), n) };
+        unsafe { envoy_dynamic_module_callback_http_filter_config_increment_counter(self.0, id, buffers.as_mut_ptr(), len, n) };
     }
     pub fn set_labelled_gauge(self, id: usize, values: &[&str], value: u64) {
-        let mut buffers: Vec<ModuleBuffer> = values.iter().map(|v| ModuleBuffer::of(v.as_bytes())).collect();
+        let (mut buffers, len) = label_buffers(values);
         // SAFETY: as many label values as defined, valid for the call.
-        unsafe { envoy_dynamic_module_callback_http_filter_config_set_gauge(self.0, id, buffers.as_mut_ptr(), buffers.len(), value) };
+        unsafe { envoy_dynamic_module_callback_http_filter_config_set_gauge(self.0, id, buffers.as_mut_ptr(), len, value) };
     }
     pub fn define_counter(self, name: &str) -> Option<usize> {
         self.define(envoy_dynamic_module_callback_http_filter_config_define_counter, name, &[])
@@ -106,6 +106,19 @@ impl EnvoyConfig {
         // SAFETY: called from `on_http_filter_config_new`, on the main thread.
         Scheduler(unsafe { envoy_dynamic_module_callback_http_filter_config_scheduler_new(self.0) })
     }
+}
+
+/// The most labels a metric of the module has (the drift counters': model, feature, bin).
+pub const MAX_LABELS: usize = 3;
+
+/// Label values as the ABI takes them, on the stack (values past [`MAX_LABELS`] are dropped,
+/// which Envoy then refuses as a label count mismatch).
+fn label_buffers(values: &[&str]) -> ([ModuleBuffer; MAX_LABELS], usize) {
+    let mut buffers = [ModuleBuffer::NULL; MAX_LABELS];
+    for (b, v) in buffers.iter_mut().zip(values) {
+        *b = ModuleBuffer::of(v.as_bytes());
+    }
+    (buffers, values.len().min(MAX_LABELS))
 }
 
 fn header<'a>(key: &'a [u8], value: &'a [u8]) -> ModuleHeader {
