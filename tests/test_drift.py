@@ -15,7 +15,9 @@ feature vector (the feature log), and those rows are the reference.
   distribution keeps every input's PSI below 0.1 and EdgescoreFeatureDrift silent; the same
   traffic with one input shifted (path_length: slashes added at the end of the path, which no
   other feature sees) raises that input's PSI above 0.25 and fires the alert for it alone.
-  The dashboard's drift panels return data from that Prometheus.
+  In both phases each recorded PSI is the formula over the recorded shares, and the recorded
+  reference shares are the artifact's. The dashboard's drift panels return data from that
+  Prometheus.
 
 Envoy and Prometheus bind 127.0.0.1 (free ports) and are stopped by PID. Needs `make build` and
 Debian's prometheus (`make system-tools`).
@@ -238,6 +240,25 @@ def feature_alerts(prom: Prometheus, state: str) -> set[str]:
     return {k[0] for k in prom.by_labels(q, "feature")}
 
 
+def assert_psi_is_the_formula(prom: Prometheus, reference: dict) -> None:
+    """The recorded PSI of each input is sum((live - ref) * ln(live / ref)) over its bins, each
+    share floored at 1e-4, a bin without traffic at live 0; the recorded reference shares are
+    the artifact's (as ppm gauges, normalised)."""
+    at = time.time()
+    live = prom.by_labels(f'edgescore:drift_live_share{{model="{MODEL}"}}', "feature", "bin", at=at)
+    ref = prom.by_labels(f'edgescore:drift_reference_share{{model="{MODEL}"}}', "feature", "bin", at=at)
+    recorded = {k[0]: v for k, v in prom.by_labels(f'edgescore:drift_psi{{model="{MODEL}"}}', "feature", at=at).items()}
+    for f in reference["features"]:
+        bins = ["missing" if b == len(f["edges"]) + 1 else str(b) for b in range(len(f["shares"]))]
+        ppm = [round(s * 1e6) for s in f["shares"]]
+        for b, p in zip(bins, ppm):
+            assert ref[(f["name"], b)] == pytest.approx(p / sum(ppm), abs=1e-9), (f["name"], b)
+        l_ = [max(live.get((f["name"], b), 0.0), 1e-4) for b in bins]
+        r_ = [max(ref[(f["name"], b)], 1e-4) for b in bins]
+        want = sum((lv - rv) * math.log(lv / rv) for lv, rv in zip(l_, r_))
+        assert recorded[f["name"]] == pytest.approx(want, rel=1e-6, abs=1e-9), f["name"]
+
+
 def test_psi_stays_low_on_training_traffic_and_alerts_on_a_shift(compiled, upstream, start_envoy, tmp_path):
     running = start_envoy(envoy_config(upstream.port, plugin(compiled["artifact"], 0.0)), "drift-prometheus")
     config = scrape_config(running.envoy.admin)
@@ -258,6 +279,7 @@ def test_psi_stays_low_on_training_traffic_and_alerts_on_a_shift(compiled, upstr
         time.sleep(FOR_S + 2)
         calm = psi(prom)
         assert max(calm.values()) < 0.1, calm
+        assert_psi_is_the_formula(prom, compiled["reference"])
         assert finite(prom.query(f'edgescore:drift_score_psi{{model="{MODEL}"}}'))
         assert feature_alerts(prom, "firing") == set() and feature_alerts(prom, "pending") == set()
 
@@ -273,6 +295,7 @@ def test_psi_stays_low_on_training_traffic_and_alerts_on_a_shift(compiled, upstr
         assert firing == {SHIFTED}, (firing, drifted)
         assert drifted[SHIFTED] > 0.25, drifted
         assert max(v for k, v in drifted.items() if k != SHIFTED) < 0.25, drifted
+        assert_psi_is_the_formula(prom, compiled["reference"])
 
         # The dashboard's drift row has data from this Prometheus.
         drift_panels = [(title, expr) for title, expr in dashboard_queries() if "drift" in expr]
