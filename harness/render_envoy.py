@@ -367,11 +367,14 @@ admin:
 # (exact, and no host call per request): edgescore.model.<name>.score_permille_bucket.<le>
 # (upper bounds in per mille, cumulative), ..._count and ..._sum; with `model` and `le` they
 # become edgescore_model_score_permille_bucket{model="bot",le="950"}, which histogram_quantile
-# reads.
+# reads. The drift watch's counters and reference gauges, edgescore.drift.bin.<model>.<feature>.<bin>
+# and edgescore.drift.score_bin.<model>.<bin> (and reference_ppm, score_reference_ppm), become
+# edgescore_drift_bin{model="bot",feature="path_length",bin="3"} and
+# edgescore_drift_score_bin{model="bot",bin="3"}.
 stats_config:
   stats_tags:
   - tag_name: model
-    regex: '^wasmcustom\\.edgescore\\.(?:model|shadow|registry\\.version|registry\\.shadow_version)(\\.([^.]+))(?:\\.requests\\.[^.]+|\\.score_permille_(?:bucket\\.[^.]+|count|sum))?$'
+    regex: '^wasmcustom\\.edgescore\\.(?:model|shadow|registry\\.version|registry\\.shadow_version|drift\\.(?:bin|reference_ppm|score_bin|score_reference_ppm))(\\.([^.]+))(?:\\.requests\\.[^.]+|\\.score_permille_(?:bucket\\.[^.]+|count|sum)|(?:\\.[^.]+)?\\.(?:\\d+|missing))?$'
   - tag_name: action
     regex: '^wasmcustom\\.edgescore\\.(?:(?:model|shadow)\\.[^.]+\\.requests|decision|text\\.decision)(\\.(allow|tag|block|shadow_block))$'
   - tag_name: le
@@ -380,6 +383,10 @@ stats_config:
     regex: '^wasmcustom\\.edgescore\\.text\\.(?:label|verdict)(\\.([^.]+))$'
   - tag_name: reason
     regex: '^wasmcustom\\.edgescore\\.registry\\.refused(\\.([^.]+))$'
+  - tag_name: feature
+    regex: '^wasmcustom\\.edgescore\\.drift\\.(?:bin|reference_ppm)\\.[^.]+(\\.([^.]+))\\.(?:\\d+|missing)$'
+  - tag_name: bin
+    regex: '^wasmcustom\\.edgescore\\.drift\\.(?:bin|reference_ppm|score_bin|score_reference_ppm)\\.[^.]+(?:\\.[^.]+)?(\\.(\\d+|missing))$'
   histogram_bucket_settings:
   # The NLP call's latency (edgescore_text_latency_ms), resolved around the 500 ms timeout.
   - match:

@@ -4,6 +4,7 @@ error and usage and exit 2."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from pathlib import Path
@@ -116,12 +117,16 @@ def test_compile_replaces_the_output_whole_and_writes_through_links(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.json", "current.esm", "m.esm"]
 
 
+def version(artifact: Path) -> int:
+    """An artifact's format version (its header's)."""
+    return int.from_bytes(artifact.read_bytes()[8:12], "little")
+
+
 def test_max_format_for_a_fleet_not_yet_upgraded(tmp_path):
     """`--max-format` writes what older filters read: the fixture's missing-goes-yes tests use
     NaN-low columns (format 4) by default and plain NaN tests with `--max-format 3`, scoring the
     same; a model that needs a newer format than asked for is refused in one line; timings
     go to stderr."""
-    version = lambda p: int.from_bytes(p.read_bytes()[8:12], "little")  # noqa: E731
     new, old = tmp_path / "new.esm", tmp_path / "old.esm"
     p = run("compile", str(FIXTURE / "model.json"), "-o", str(new), "--timings")
     assert p.returncode == 0 and "validated at" in p.stderr, p.stderr
@@ -129,9 +134,34 @@ def test_max_format_for_a_fleet_not_yet_upgraded(tmp_path):
     assert (version(new), version(old)) == (4, 1)
     rows = FIXTURE / "rows.csv"
     assert run("score", str(new), "--csv", str(rows)).stdout == run("score", str(old), "--csv", str(rows)).stdout
-    assert_clean_error(run("compile", str(FIXTURE / "model.json"), "-o", str(old), "--max-format", "7"), "this build writes 1 to 5")
+    assert_clean_error(run("compile", str(FIXTURE / "model.json"), "-o", str(old), "--max-format", "7"), "this build writes 1 to 6")
     cat = REPO / "tests" / "models" / "catboost_binary" / "model.json"
     assert_clean_error(run("compile", str(cat), "-o", str(old), "--max-format", "2"), "oblivious trees need format 3")
+
+
+def test_compile_with_a_drift_reference(tmp_path):
+    """`--reference` stores the rows' bins (format 6) and changes no score; a reference the
+    model cannot read, or a fleet on format 5, is a clean error."""
+    rows, plain, drift = FIXTURE / "rows.csv", tmp_path / "plain.esm", tmp_path / "drift.esm"
+    assert run("compile", str(FIXTURE / "model.json"), "-o", str(plain)).returncode == 0
+    p = run("compile", str(FIXTURE / "model.json"), "-o", str(drift), "--reference", str(rows), "--reference-bins", "4")
+    assert p.returncode == 0, p.stderr
+    assert version(drift) == 6 and version(plain) < 6
+    assert run("score", str(drift), "--csv", str(rows)).stdout == run("score", str(plain), "--csv", str(rows)).stdout
+    report = json.loads(run("inspect", "--json", str(drift)).stdout)["drift_reference"]
+    assert len(report["features"]) == json.loads(run("inspect", "--json", str(plain)).stdout)["n_features"]
+    for series in report["features"] + report["outputs"]:
+        assert len(series["edges"]) <= 3 and len(series["shares"]) == len(series["edges"]) + 2
+        assert abs(sum(series["shares"]) - 1) < 1e-3
+    assert "drift reference" in run("inspect", str(drift)).stdout
+    assert json.loads(run("inspect", "--json", str(plain)).stdout)["drift_reference"] is None
+    assert_clean_error(run("compile", str(FIXTURE / "model.json"), "-o", str(drift), "--reference", str(rows), "--max-format", "5"),
+                       "needs format 6")
+    assert_clean_error(run("compile", str(FIXTURE / "model.json"), "-o", str(drift), "--reference", str(rows), "--reference-bins", "0"),
+                       "--reference-bins 0")
+    bad = tmp_path / "bad.csv"
+    bad.write_text("a,b\n1,2\n")
+    assert_clean_error(run("compile", str(FIXTURE / "model.json"), "-o", str(drift), "--reference", str(bad)), "no column for feature")
 
 
 def test_corrupted_artifact_is_refused(tmp_path):

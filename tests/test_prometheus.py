@@ -1,7 +1,9 @@
 """The filter's metrics as Prometheus stores them: a real Envoy with the filter, its models from a
 signed registry (with a shadow challenger and a refused publish), the text path answered by a
 scripted stand-in for the NLP service, and a real Prometheus scraping Envoy's admin
-`/stats/prometheus` every second with deploy/prometheus/prometheus.yml's `envoy` job.
+`/stats/prometheus` every second with deploy/prometheus/prometheus.yml's `envoy` job and its
+rules (deploy/prometheus/edgescore.rules.yml). `bot` is published compiled with a drift
+reference (`compile --reference`), so the drift series and the dashboard's drift row have data.
 
 Known traffic goes through Envoy between two instants t0 and t1; every labelled counter's
 increase over [t0, t1], read back through Prometheus' query API, must equal what the access log
@@ -42,6 +44,7 @@ from test_registry_envoy import edgescore_bin
 ROOT = Path(__file__).resolve().parent.parent
 DASHBOARD = ROOT / "deploy" / "grafana" / "dashboards" / "edgescore.json"
 PROMETHEUS_YML = ROOT / "deploy" / "prometheus" / "prometheus.yml"
+RULES = ROOT / "deploy" / "prometheus" / "edgescore.rules.yml"
 SCHEMA = ROOT / "models" / "example" / "schema.json"
 SCRAPE_S = 1
 SCORE_BOUNDS = [10, 50, 100, 200, 300, 400, 500, 600, 700, 800, 850, 900, 950, 980, 990, 1000]
@@ -175,7 +178,9 @@ def scrape_config(admin: str) -> dict:
     shipped = yaml.safe_load(PROMETHEUS_YML.read_text())
     job = next(j for j in shipped["scrape_configs"] if j["job_name"] == "envoy")
     job["static_configs"] = [{"targets": [admin.removeprefix("http://")]}]
-    return {"global": {"scrape_interval": f"{SCRAPE_S}s", "evaluation_interval": f"{SCRAPE_S}s"}, "scrape_configs": [job]}
+    assert shipped["rule_files"] == [RULES.name]
+    return {"global": {"scrape_interval": f"{SCRAPE_S}s", "evaluation_interval": f"{SCRAPE_S}s"},
+            "rule_files": [str(RULES)], "scrape_configs": [job]}
 
 
 def answered_by(running: Running, upstream, req: client.Request) -> str:
@@ -186,6 +191,19 @@ def answered_by(running: Running, upstream, req: client.Request) -> str:
     return header(recs[0], "x-edgescore") or "" if recs else ""
 
 
+def with_reference(m, tmp: Path) -> Path:
+    """The example model compiled as the Makefile does, with a drift reference from the
+    training generator's feature vectors (models/traffic.py, `edgescore features`)."""
+    from models import traffic as training
+    src, rows, out = tmp / f"{m.name}-reference.jsonl", tmp / f"{m.name}-reference.csv", tmp / f"{m.name}.esm"
+    src.write_text("".join(json.dumps(r) + "\n" for r in training.requests(500, 1)))
+    cli("features", "--schema", SCHEMA, "--hash-key", render_envoy.hash_key(), "--requests", src, "-o", rows)
+    example = next(e for e in render_envoy.read_example_list() if e.policy.name == m.name)
+    shipped = json.loads(subprocess.run([edgescore_bin(), "inspect", "--json", str(m.artifact)], capture_output=True, check=True).stdout)
+    cli("compile", example.source, "--schema", SCHEMA, "--name", m.name, "--version", shipped["version"], "-o", out, "--reference", rows)
+    return out
+
+
 @pytest.fixture(scope="module")
 def scraped(upstream, start_envoy, tmp_path_factory) -> Scraped:
     require_build()
@@ -194,7 +212,7 @@ def scraped(upstream, start_envoy, tmp_path_factory) -> Scraped:
     reg_dir = tmp / "registry"
     reg_dir.mkdir()
     for m in MODELS:
-        demo_registry.publish(cli_path, m.artifact, reg_dir)
+        demo_registry.publish(cli_path, with_reference(m, tmp) if m.name == "bot" else m.artifact, reg_dir)
     # A challenger for `bot` (other trees under its name) and a later `bot` the poller refuses.
     challenger, refused = tmp / "bot-challenger.esm", tmp / "bot-next.esm"
     cli("compile", ROOT / "models" / "example" / "scanner.txt", "--schema", SCHEMA, "--name", "bot", "--version", "challenger", "-o", challenger)

@@ -34,6 +34,33 @@ pub struct Report {
     pub bitvectors: Option<BitvectorsSize>,
     pub checksum: String,
     pub base_score: Vec<f64>,
+    /// The drift reference `compile --reference` stored (`null` without one).
+    pub drift_reference: Option<DriftReport>,
+}
+
+/// Per input and per output: the bin edges and each bin's reference share (the last bin is
+/// the missing one).
+#[derive(Serialize)]
+pub struct DriftReport {
+    pub features: Vec<DriftSeriesReport>,
+    pub outputs: Vec<DriftSeriesReport>,
+}
+
+#[derive(Serialize)]
+pub struct DriftSeriesReport {
+    /// The input's name, or `output <k>`.
+    pub name: String,
+    pub edges: Vec<f32>,
+    pub shares: Vec<f32>,
+}
+
+pub fn drift_report(e: &TreeEnsemble) -> Option<DriftReport> {
+    let r = e.drift_reference()?;
+    let series = |name: String, b: edgescore_core::drift::Bins| DriftSeriesReport { name, edges: b.edges.to_vec(), shares: b.shares.to_vec() };
+    Some(DriftReport {
+        features: (0..e.n_features()).map(|i| series(e.feature_name(i).to_string(), r.feature(i))).collect(),
+        outputs: (0..e.n_outputs()).map(|o| series(format!("output {o}"), r.output(o))).collect(),
+    })
 }
 
 #[derive(Serialize)]
@@ -111,6 +138,7 @@ pub fn report(e: &TreeEnsemble) -> Report {
         bitvectors: e.bitvectors_size(),
         checksum: format!("{:016x}", e.checksum()),
         base_score: e.base_score().to_vec(),
+        drift_reference: drift_report(e),
     }
 }
 
@@ -167,6 +195,10 @@ pub fn render_text(r: &Report) -> String {
     line("base score", format!("{:?}", r.base_score));
     let cats: Vec<String> = r.categorical_features.iter().map(|c| format!("{} ({} buckets)", c.name, c.buckets)).collect();
     line("categorical", if cats.is_empty() { "none".into() } else { cats.join(", ") });
+    if let Some(d) = &r.drift_reference {
+        let bins: usize = d.features.iter().chain(&d.outputs).map(|f| f.shares.len()).sum();
+        line("drift reference", format!("{} inputs and {} outputs, {bins} bins (inspect --json or --html shows them)", d.features.len(), d.outputs.len()));
+    }
     s.push_str("features used (splits):\n");
     let mut used: Vec<&FeatureUse> = r.features_used.iter().collect();
     used.sort_by(|a, b| b.splits.cmp(&a.splits).then(a.index.cmp(&b.index)));

@@ -1,6 +1,7 @@
 //! The `edgescore` CLI's library: model readers → the IR (`ir`) → the writer (`write`, laying
 //! the IR out in the format `edgescore_core::artifact::layout` defines), and the commands built
 //! on them, so tests and benches call exactly what the CLI runs.
+pub mod drift;
 pub mod features;
 pub mod inspect;
 pub mod ir;
@@ -75,6 +76,23 @@ pub fn compile(model: &ModelIr) -> Result<Vec<u8>> {
 /// As [`compile`], for filters that read formats up to `max_format` (`compile --max-format`).
 pub fn compile_for(model: &ModelIr, max_format: u32) -> Result<Vec<u8>> {
     Ok(crate::write::write_for(model, max_format)?)
+}
+
+/// As [`compile_for`], with the drift reference of `reference_rows` (a CSV as `score` reads
+/// it: the training rows or a sample; `compile --reference`): the model is laid out, scored on
+/// the rows as the filter scores, and written again with the reference (format 6).
+pub fn compile_with_reference(model: &ModelIr, max_format: u32, reference_rows: &Path, n_bins: usize) -> Result<Vec<u8>> {
+    const DRIFT_FORMAT: u32 = 6;
+    if max_format < DRIFT_FORMAT {
+        anyhow::bail!("a drift reference (--reference) needs format {DRIFT_FORMAT}, above the highest format asked for ({max_format})");
+    }
+    // Laid out as the final artifact is, less the reference: the same scores.
+    let plain = crate::write::write_for(model, DRIFT_FORMAT - 1)?;
+    let loaded = edgescore_core::Model::load(&plain).context("the compiled artifact failed validation (compiler bug)")?;
+    let e = loaded.ensemble();
+    let rows = crate::rows::read_rows(reference_rows, e)?;
+    let reference = crate::drift::DriftReference::build(e, &rows, n_bins).with_context(|| format!("cannot build the drift reference from {}", reference_rows.display()))?;
+    Ok(crate::write::write_with_reference(model, max_format, Some(&reference))?)
 }
 
 /// The name `compile` records when given none: the file stem, without a `.json`/`.txt` left

@@ -71,6 +71,15 @@ enum Command {
         /// Print on stderr where the time went: read, lay out, validate, write, rename.
         #[arg(long)]
         timings: bool,
+        /// The training rows, or a sample (CSV as `score` reads it): store per input and for
+        /// the score the reference distribution the filter's drift metrics are compared with
+        /// (format 6; docs/operators.md, "Is my model stale?").
+        #[arg(long, value_name = "ROWS.csv")]
+        reference: Option<PathBuf>,
+        /// Value bins per input and for the score in the drift reference (equal quantiles of
+        /// the rows; equal values share a bin), besides the missing bin.
+        #[arg(long, requires = "reference", default_value_t = edgescore_compile::drift::DEFAULT_BINS)]
+        reference_bins: usize,
     },
     /// Compute the filter's feature vectors for recorded requests (JSON lines) as CSV.
     Features {
@@ -251,12 +260,16 @@ fn write_validated(bytes: &[u8], output: &std::path::Path) -> Result<(Model, Wri
 
 fn run(cli: Cli) -> Result<()> {
     match cli.command {
-        Command::Compile { model, output, source, max_format, timings } => {
+        Command::Compile { model, output, source, max_format, timings, reference, reference_bins } => {
             let start = Instant::now();
             allocator::open_arena();
             let ir = edgescore_compile::read_source(&model, &edgescore_compile::read_model_file(&model)?, &source.options())?;
             let read = start.elapsed();
-            let bytes = edgescore_compile::compile_for(&ir, max_format).with_context(|| format!("cannot compile {}", model.display()))?;
+            let bytes = match &reference {
+                Some(rows) => edgescore_compile::compile_with_reference(&ir, max_format, rows, reference_bins),
+                None => edgescore_compile::compile_for(&ir, max_format),
+            }
+            .with_context(|| format!("cannot compile {}", model.display()))?;
             let laid_out = start.elapsed();
             // Freeing a large model's IR node by node took ~5 % of a compile; the process is
             // about to exit, which returns it at once.

@@ -314,6 +314,11 @@ pub fn write(model: &ModelIr) -> Result<Vec<u8>, WriteError> {
 /// NaN-low columns only from format 4, zero-as-missing columns from 5; a model that needs a
 /// newer format is refused.
 pub fn write_for(model: &ModelIr, max_format: u32) -> Result<Vec<u8>, WriteError> {
+    write_with_reference(model, max_format, None)
+}
+
+/// As [`write_for`], with a drift reference (`compile --reference`): format 6.
+pub fn write_with_reference(model: &ModelIr, max_format: u32, reference: Option<&crate::drift::DriftReference>) -> Result<Vec<u8>, WriteError> {
     if !(OLDEST_FORMAT_VERSION..=FORMAT_VERSION).contains(&max_format) {
         return Err(WriteError::Model(format!("format {max_format} (this build writes {OLDEST_FORMAT_VERSION} to {FORMAT_VERSION})")));
     }
@@ -519,7 +524,12 @@ pub fn write_for(model: &ModelIr, max_format: u32) -> Result<Vec<u8>, WriteError
     }
     let linear = all.flags & flags::HAS_LINEAR_LEAVES != 0;
     let (linear_leaves, linear_terms) = if linear { (&all.linear_leaves[..], &all.linear_terms[..]) } else { (&[][..], &[][..]) };
-    let sections: [&[u8]; 15] = [
+    let drift_edges = reference.map(|r| r.edges_section(n_inputs, n_outputs)).transpose()?.unwrap_or_default();
+    let drift_shares: &[f32] = reference.map_or(&[], |r| &r.shares);
+    if reference.is_some() {
+        all.flags |= flags::HAS_DRIFT_REFERENCE;
+    }
+    let sections: [&[u8]; 18] = [
         bytes_of(&meta),
         &strings,
         bytemuck::cast_slice(&features),
@@ -535,9 +545,14 @@ pub fn write_for(model: &ModelIr, max_format: u32) -> Result<Vec<u8>, WriteError
         bytemuck::cast_slice(&ctr.parts),
         bytemuck::cast_slice(&ctr.keys),
         bytemuck::cast_slice(&ctr.values),
+        &[],
+        &drift_edges,
+        bytemuck::cast_slice(drift_shares),
     ];
     // The lowest format that holds the model (see `layout::FORMAT_VERSION`).
-    let version = if all.flags & flags::FORMAT_5 != 0 {
+    let version = if all.flags & flags::FORMAT_6 != 0 {
+        6
+    } else if all.flags & flags::FORMAT_5 != 0 {
         5
     } else if all.flags & flags::FORMAT_4 != 0 {
         4
@@ -550,6 +565,9 @@ pub fn write_for(model: &ModelIr, max_format: u32) -> Result<Vec<u8>, WriteError
     };
     if version > max_format {
         let needs = match version {
+            6 => "a drift reference (--reference)",
+            5 => "zero-as-missing columns",
+            4 => "NaN-low columns",
             3 => "oblivious trees",
             _ => "vector or linear leaves, CTR features, membership tests or the step link",
         };

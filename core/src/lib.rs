@@ -19,6 +19,7 @@ pub mod artifact;
 pub mod config;
 pub mod conn_cache;
 pub mod decision;
+pub mod drift;
 pub mod ensemble;
 pub mod features;
 pub mod handoff;

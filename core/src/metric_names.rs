@@ -59,6 +59,37 @@ pub fn score_sum(prefix: &str) -> String {
     format!("{prefix}.score_permille_sum")
 }
 
+/// The drift watch (`crate::drift`): per active model compiled with a reference, the live
+/// count of each reference bin of its inputs and of its score, and each bin's reference share.
+/// The Wasm filter names a metric per bin (`edgescore.drift.bin.<model>.<feature>.<bin>`,
+/// labelled by envoy.yaml's stats tags); the native module defines each stem once with the
+/// same labels. Either way Prometheus sees
+/// `edgescore_drift_bin{model="bot",feature="path_length",bin="3"}`.
+pub mod drift {
+    /// Requests whose input fell in a bin (a counter).
+    pub const BIN: &str = "edgescore.drift.bin";
+    /// The bin's share of the reference rows, in parts per million (a gauge).
+    pub const REFERENCE_PPM: &str = "edgescore.drift.reference_ppm";
+    /// Requests whose score fell in a bin.
+    pub const SCORE_BIN: &str = "edgescore.drift.score_bin";
+    pub const SCORE_REFERENCE_PPM: &str = "edgescore.drift.score_reference_ppm";
+
+    /// The Wasm filter's name of a bin's counter (`feature: None`: the score's).
+    pub fn bin(model: &str, feature: Option<&str>, bin: &str) -> String {
+        match feature {
+            Some(f) => format!("{BIN}.{model}.{f}.{bin}"),
+            None => format!("{SCORE_BIN}.{model}.{bin}"),
+        }
+    }
+    /// The Wasm filter's name of a bin's reference gauge.
+    pub fn reference(model: &str, feature: Option<&str>, bin: &str) -> String {
+        match feature {
+            Some(f) => format!("{REFERENCE_PPM}.{model}.{f}.{bin}"),
+            None => format!("{SCORE_REFERENCE_PPM}.{model}.{bin}"),
+        }
+    }
+}
+
 /// The text path.
 pub mod text {
     pub const CALLS: &str = "edgescore.text.calls";

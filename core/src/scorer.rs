@@ -5,6 +5,7 @@
 use crate::action::{DEFAULT_BLOCK_BODY, DEFAULT_BLOCK_STATUS};
 use crate::config::{ConfigError, HeaderNames, MetricsConfig, Mode, OnError, PluginConfig};
 use crate::decision::{Decision, ModelPolicy, Outcome, Verdict};
+use crate::drift;
 use crate::ensemble::{Model, ScoreError};
 use crate::features::{FeatureSchema, Properties, Slot};
 use crate::model_set::ModelSet;
@@ -24,6 +25,8 @@ pub struct Scorer {
     scores: Vec<f32>,
     sampler: Sampler,
     log_line: Vec<u8>,
+    /// The live drift counts of the active models compiled with a reference.
+    drift: drift::Tally,
 }
 
 /// A model the registry delivered, as [`Scorer::served`] takes it.
@@ -103,6 +106,7 @@ impl Scorer {
         let mut policies = Vec::with_capacity(models.len());
         let mut max_outputs = 1;
         let mut n_outputs_of = Vec::with_capacity(models.len());
+        let mut drift = drift::Tally::default();
         for served in models {
             let i = served.policy;
             let Some(m) = cfg.models.get(i) else { return Err(ConfigError::new("models", format!("no model {i}"))) };
@@ -134,6 +138,10 @@ impl Scorer {
             };
             max_outputs = max_outputs.max(n_outputs);
             n_outputs_of.push(n_outputs);
+            // A shadow challenger sees the active model's inputs: only active models count.
+            if cfg.metrics.drift && !served.shadow {
+                drift.add_model(policies.len(), &name, e, &gather, output);
+            }
             policies.push(ModelPolicy {
                 name,
                 id,
@@ -161,6 +169,7 @@ impl Scorer {
             scores: vec![f32::NAN; n_models],
             sampler: Sampler::new(cfg.feature_log.sample_rate, seed),
             log_line: Vec::with_capacity(log_room),
+            drift,
         })
     }
 
@@ -203,6 +212,7 @@ impl Scorer {
             self.set.score(i, &self.shared, &mut self.outputs[..n])?;
             self.scores[i] = self.outputs[p.output];
         }
+        self.drift.count(&self.shared, &self.scores);
         let verdict = self.decision.verdict(&self.scores, self.sampler.sample());
         if verdict.sampled {
             self.write_log_line(verdict);
@@ -215,6 +225,15 @@ impl Scorer {
     pub fn decide(&mut self, req: &Request<'_>, end_of_stream: bool) -> Result<Outcome<'_>, ScoreError> {
         let verdict = self.score(req)?;
         Ok(self.decision.decide(&req.headers, &self.scores, verdict, &self.log_line, end_of_stream))
+    }
+
+    /// The drift counts not yet handed to Envoy (empty when no model has a reference or
+    /// `metrics.drift` is off).
+    pub fn drift(&self) -> &drift::Tally {
+        &self.drift
+    }
+    pub fn drift_mut(&mut self) -> &mut drift::Tally {
+        &mut self.drift
     }
 
     /// The scores of the last request, in model order.

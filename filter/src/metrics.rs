@@ -18,7 +18,8 @@ use edgescore_core::decision::{DecisionCount, ModelPolicy};
 use edgescore_core::metric_names as names;
 use edgescore_core::metric_names::SCORE_BOUNDS;
 use edgescore_core::registry::REASONS;
-use proxy_wasm::hostcalls::{define_metric, increment_metric};
+use edgescore_core::drift::BinInfo;
+use proxy_wasm::hostcalls::{define_metric, increment_metric, record_metric};
 use proxy_wasm::types::MetricType;
 
 /// A counter kept in a [`Tally`]; [`Count::OFF`] for one turned off in the configuration.
@@ -58,6 +59,10 @@ pub struct Metrics {
     pub feature_log_lines: Count,
     pub models: Vec<ModelMetrics>,
     pub text: TextMetrics,
+    /// Per drift bin of the scorer (`edgescore_core::drift::Tally::bins`), its counter.
+    pub drift: Vec<Count>,
+    /// Per drift bin, its reference gauge's name and id.
+    drift_references: Vec<(String, u32)>,
 }
 
 /// The text path: calls to the NLP service and what came back.
@@ -219,8 +224,19 @@ impl Drop for Tally {
 
 impl Metrics {
     /// Per-model metrics turned off in `metrics` are not defined.
-    pub fn define(models: &[ModelPolicy], per_model: MetricsConfig, text_labels: &[&str]) -> Metrics {
+    pub fn define(models: &[ModelPolicy], per_model: MetricsConfig, text_labels: &[&str], drift: &[BinInfo]) -> Metrics {
         let mut t = Tally::new();
+        let mut drift_references = Vec::with_capacity(drift.len());
+        let drift = drift
+            .iter()
+            .map(|b| {
+                let name = names::drift::reference(&b.model, b.feature.as_deref(), &b.bin);
+                let reference = gauge(&name);
+                let _ = record_metric(reference, b.reference_ppm);
+                drift_references.push((name, reference));
+                t.counter(&names::drift::bin(&b.model, b.feature.as_deref(), &b.bin))
+            })
+            .collect();
         let models = models
             .iter()
             .map(|m| {
@@ -248,8 +264,30 @@ impl Metrics {
                 raised_block: t.counter(names::text::RAISED_BLOCK),
                 raised_shadow_block: t.counter(names::text::RAISED_SHADOW_BLOCK),
             },
+            drift,
+            drift_references,
             tally: t,
         }
+    }
+
+    /// Sets to 0 the reference gauges of bins `next` does not define (a model replaced by one
+    /// with other bins, or without a reference).
+    pub fn retire_drift_references(&self, next: &Metrics) {
+        for (name, id) in &self.drift_references {
+            if !next.drift_references.iter().any(|(n, _)| n == name) {
+                let _ = record_metric(*id, 0);
+            }
+        }
+    }
+
+    /// Moves the scorer's drift counts into the tally (flushed with the rest).
+    pub fn take_drift(&mut self, drift: &mut edgescore_core::drift::Tally) {
+        let (t, ids) = (&mut self.tally, &self.drift);
+        drift.drain(|i, _, n| {
+            if let Some(&c) = ids.get(i) {
+                t.add(c, n);
+            }
+        });
     }
 
     /// Counts one unit of `c`.

@@ -74,7 +74,7 @@ impl RootContext for Plugin {
                     &format!("edgescore: configured {} model(s) [{}], {} feature slot(s), mode {:?}{from_registry}", models.len(), models.join(", "), scorer.slots().len(), scorer.mode()),
                 );
                 // The previous scorer's metrics are flushed as it is dropped.
-                *self.serving.borrow_mut() = Some(Serving::new(scorer));
+                self.serve(scorer);
                 let flush_ms = cfg.metrics.flush_ms as u64;
                 let mut tick_ms = flush_ms;
                 self.check_every_ns = None;
@@ -106,7 +106,7 @@ impl RootContext for Plugin {
     fn on_tick(&mut self) {
         if let Ok(mut serving) = self.serving.try_borrow_mut() {
             if let Some(s) = serving.as_mut() {
-                s.metrics.tally.flush();
+                s.flush();
             }
         }
         let (Some(cfg), Some(m)) = (&self.cfg, &self.update_metrics) else { return };
@@ -137,6 +137,19 @@ impl RootContext for Plugin {
 }
 
 impl Plugin {
+    /// Serves `scorer` from the next request on. The drift reference gauges of bins the new
+    /// models no longer have go to 0, so that Prometheus' sums over a feature's bins hold only
+    /// the reference in force; the old serving's counts are flushed as it is dropped.
+    fn serve(&self, scorer: Scorer) {
+        let new = Serving::new(scorer);
+        let old = self.serving.borrow_mut().replace(new);
+        if let (Some(old), Ok(current)) = (old, self.serving.try_borrow()) {
+            if let Some(current) = current.as_ref() {
+                old.metrics.retire_drift_references(&current.metrics);
+            }
+        }
+    }
+
     /// Builds a scorer from a record's models (plus bootstrap models the record does not
     /// replace) and swaps it in. The old scorer is dropped here, between two requests.
     fn swap(&mut self, record: Record, models: Vec<(RecordModel, Model)>) {
@@ -154,7 +167,7 @@ impl Plugin {
                 for (name, mode, version) in gauges {
                     let _ = hostcalls::record_metric(metrics::gauge(&names::registry::version(name, mode == ModelMode::Shadow)), version);
                 }
-                *self.serving.borrow_mut() = Some(Serving::new(scorer));
+                self.serve(scorer);
                 self.updates.swapped(models);
                 if let Some(m) = m {
                     let _ = hostcalls::increment_metric(m.swaps, 1);

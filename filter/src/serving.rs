@@ -48,8 +48,14 @@ pub struct Serving {
 impl Serving {
     pub fn new(scorer: Scorer) -> Serving {
         let labels: Vec<&str> = scorer.decision().text_config().iter().flat_map(|t| t.labels.keys().map(String::as_str)).collect();
-        let metrics = Metrics::define(scorer.models(), scorer.metrics_config(), &labels);
+        let metrics = Metrics::define(scorer.models(), scorer.metrics_config(), &labels, scorer.drift().bins());
         Serving { scorer, metrics, conns: ConnCache::new(CONN_SLOTS) }
+    }
+
+    /// Hands every count (the drift counts the scorer kept included) to Envoy: the tick's work.
+    pub fn flush(&mut self) {
+        self.metrics.take_drift(self.scorer.drift_mut());
+        self.metrics.tally.flush();
     }
 
     pub fn on_request_headers(&mut self, end_of_stream: bool, text: &mut TextState) -> Action {
@@ -263,6 +269,14 @@ impl Serving {
     fn fail(&mut self) -> Action {
         self.metrics.bump(self.metrics.errors);
         finish(&self.scorer.decision_mut().error())
+    }
+}
+
+/// A swap or reconfiguration replaces the serving: its drift counts go to the tally, which
+/// flushes as it is dropped.
+impl Drop for Serving {
+    fn drop(&mut self) {
+        self.metrics.take_drift(self.scorer.drift_mut());
     }
 }
 

@@ -42,16 +42,27 @@ impl EnvoyConfig {
         (r == METRICS_SUCCESS).then_some(id)
     }
 
-    /// A counter with one label, whose values come with each increment (Envoy makes a series
-    /// per value: `name{label="value"}` in Prometheus).
-    pub fn define_labelled_counter(self, name: &str, label: &str) -> Option<usize> {
-        self.define(envoy_dynamic_module_callback_http_filter_config_define_counter, name, &[label])
+    /// A counter with labels, whose values come with each increment (Envoy makes a series
+    /// per set of values: `name{label="value"}` in Prometheus).
+    pub fn define_labelled_counter(self, name: &str, labels: &[&str]) -> Option<usize> {
+        self.define(envoy_dynamic_module_callback_http_filter_config_define_counter, name, labels)
+    }
+    /// A gauge with labels, as [`EnvoyConfig::define_labelled_counter`].
+    pub fn define_labelled_gauge(self, name: &str, labels: &[&str]) -> Option<usize> {
+        self.define(envoy_dynamic_module_callback_http_filter_config_define_gauge, name, labels)
     }
 
-    pub fn increment_labelled(self, id: usize, value: &str, n: u64) {
-        let mut values = [ModuleBuffer::of(value.as_bytes())];
-        // SAFETY: one label value, as defined.
-        unsafe { envoy_dynamic_module_callback_http_filter_config_increment_counter(self.0, id, values.as_mut_ptr(), 1, n) };
+    /// `values`: one per label the counter was defined with, in that order, at most
+    /// [`MAX_LABELS`] (a flush on the main thread makes these calls: no allocation).
+    pub fn increment_labelled(self, id: usize, values: &[&str], n: u64) {
+        let (mut buffers, len) = label_buffers(values);
+        // SAFETY: as many label values as defined, valid for the call.
+        unsafe { envoy_dynamic_module_callback_http_filter_config_increment_counter(self.0, id, buffers.as_mut_ptr(), len, n) };
+    }
+    pub fn set_labelled_gauge(self, id: usize, values: &[&str], value: u64) {
+        let (mut buffers, len) = label_buffers(values);
+        // SAFETY: as many label values as defined, valid for the call.
+        unsafe { envoy_dynamic_module_callback_http_filter_config_set_gauge(self.0, id, buffers.as_mut_ptr(), len, value) };
     }
     pub fn define_counter(self, name: &str) -> Option<usize> {
         self.define(envoy_dynamic_module_callback_http_filter_config_define_counter, name, &[])
@@ -95,6 +106,19 @@ impl EnvoyConfig {
         // SAFETY: called from `on_http_filter_config_new`, on the main thread.
         Scheduler(unsafe { envoy_dynamic_module_callback_http_filter_config_scheduler_new(self.0) })
     }
+}
+
+/// The most labels a metric of the module has (the drift counters': model, feature, bin).
+pub const MAX_LABELS: usize = 3;
+
+/// Label values as the ABI takes them, on the stack (values past [`MAX_LABELS`] are dropped,
+/// which Envoy then refuses as a label count mismatch).
+fn label_buffers(values: &[&str]) -> ([ModuleBuffer; MAX_LABELS], usize) {
+    let mut buffers = [ModuleBuffer::NULL; MAX_LABELS];
+    for (b, v) in buffers.iter_mut().zip(values) {
+        *b = ModuleBuffer::of(v.as_bytes());
+    }
+    (buffers, values.len().min(MAX_LABELS))
 }
 
 fn header<'a>(key: &'a [u8], value: &'a [u8]) -> ModuleHeader {

@@ -43,6 +43,7 @@ impl Filter {
         let first = Scorer::build(&cfg, seed, bootstrap.clone())?;
         let names = model_names(&cfg, &bootstrap);
         let metrics = Defined::define(&envoy, &cfg, &names);
+        metrics.set_drift_reference(&envoy, first.drift());
         let models: Vec<String> = first.models().iter().map(|m| m.id.clone()).collect();
         let slots = first.slots().len();
         let mut first = Some(first);
@@ -110,6 +111,7 @@ impl Filter {
         let served = || Scorer::served(&self.cfg, registry.iter().map(|r| RegistryModel { name: r.name, version: r.version, shadow: r.shadow, model: r.model }), &self.bootstrap);
         let probe = Scorer::build(&self.cfg, self.seed, served())?;
         let ids = probe.models().iter().map(|m| m.id.clone()).collect();
+        self.metrics.set_drift_reference(&self.envoy, probe.drift());
         let mut probe = Some(probe);
         self.workers.offer(|| {
             let scorer = probe.take().map_or_else(|| Scorer::build(&self.cfg, self.seed, served()), Ok);

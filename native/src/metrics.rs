@@ -10,6 +10,7 @@
 use crate::envoy::EnvoyConfig;
 use edgescore_core::config::PluginConfig;
 use edgescore_core::decision::{DecisionCount, ModelPolicy};
+use edgescore_core::drift::Tally;
 use edgescore_core::metric_names::{self as names, SCORE_BOUNDS};
 use edgescore_core::registry::REASONS;
 
@@ -71,6 +72,10 @@ pub struct Defined {
     /// Per configured model name: (active, shadow) version gauges.
     pub versions: Vec<(String, Option<usize>, Option<usize>)>,
     pub tick_us: Option<usize>,
+    /// The drift watch's labelled counters and gauges (`metrics.drift`).
+    pub drift: Option<DriftIds>,
+    /// The reference gauges last set, by their label values (main thread).
+    drift_references: std::sync::Mutex<Vec<Vec<String>>>,
     /// The test build's allocation count (feature `count-allocations`).
     #[cfg_attr(not(feature = "count-allocations"), allow(dead_code))]
     pub allocations: Option<usize>,
@@ -126,7 +131,7 @@ impl Defined {
             timeouts: counter(names::text::TIMEOUTS),
             skipped_empty: counter(names::text::SKIPPED_EMPTY),
             labels: labels.iter().map(|l| counter(&names::text::label(l))).collect(),
-            verdict: envoy.define_labelled_counter(names::text::VERDICT, "label"),
+            verdict: envoy.define_labelled_counter(names::text::VERDICT, &["label"]),
             raised_tag: counter(names::text::RAISED_TAG),
             raised_block: counter(names::text::RAISED_BLOCK),
             raised_shadow_block: counter(names::text::RAISED_SHADOW_BLOCK),
@@ -151,6 +156,8 @@ impl Defined {
             manifest_sequence: gauge(names::registry::MANIFEST_SEQUENCE),
             versions: model_names.iter().map(|n| (n.clone(), gauge(&names::registry::version(n, false)), gauge(&names::registry::version(n, true)))).collect(),
             tick_us: if registry { envoy.define_histogram(names::registry::TICK_US) } else { None },
+            drift: cfg.metrics.drift.then(|| DriftIds::define(envoy)).flatten(),
+            drift_references: std::sync::Mutex::new(Vec::new()),
             allocations: if cfg!(feature = "count-allocations") { envoy.define_gauge(names::NATIVE_ALLOCATIONS) } else { None },
             counters,
         }
@@ -185,10 +192,66 @@ impl Defined {
         }
         if let Some(id) = self.text.verdict {
             for (label, n) in pending.verdicts.iter_mut().filter(|(_, n)| *n > 0) {
-                envoy.increment_labelled(id, label, *n);
+                envoy.increment_labelled(id, &[label], *n);
                 *n = 0;
             }
         }
+    }
+}
+
+/// The drift stems (`names::drift`), each defined once with its labels: the models and their
+/// features arrive with the registry, after Envoy allows definitions.
+pub struct DriftIds {
+    bin: usize,
+    reference: usize,
+    score_bin: usize,
+    score_reference: usize,
+}
+
+const FEATURE_LABELS: [&str; 3] = ["model", "feature", "bin"];
+const SCORE_LABELS: [&str; 2] = ["model", "bin"];
+
+impl DriftIds {
+    fn define(envoy: &EnvoyConfig) -> Option<DriftIds> {
+        Some(DriftIds {
+            bin: envoy.define_labelled_counter(names::drift::BIN, &FEATURE_LABELS)?,
+            reference: envoy.define_labelled_gauge(names::drift::REFERENCE_PPM, &FEATURE_LABELS)?,
+            score_bin: envoy.define_labelled_counter(names::drift::SCORE_BIN, &SCORE_LABELS)?,
+            score_reference: envoy.define_labelled_gauge(names::drift::SCORE_REFERENCE_PPM, &SCORE_LABELS)?,
+        })
+    }
+}
+
+impl Defined {
+    /// Sets the reference gauges of a scorer's drift bins (main thread, as its models are
+    /// served), and to 0 those of bins the previous models had and these do not, so that
+    /// Prometheus' sums over a feature's bins hold only the reference in force.
+    pub fn set_drift_reference(&self, envoy: &EnvoyConfig, drift: &Tally) {
+        let Some(ids) = &self.drift else { return };
+        let labels = |b: &edgescore_core::drift::BinInfo| -> Vec<String> { [Some(b.model.clone()), b.feature.clone(), Some(b.bin.clone())].into_iter().flatten().collect() };
+        let set = |values: &[String], ppm: u64| {
+            let values: Vec<&str> = values.iter().map(String::as_str).collect();
+            let id = if values.len() == FEATURE_LABELS.len() { ids.reference } else { ids.score_reference };
+            envoy.set_labelled_gauge(id, &values, ppm);
+        };
+        let new: Vec<Vec<String>> = drift.bins().iter().map(labels).collect();
+        let mut last = self.drift_references.lock().unwrap_or_else(|p| p.into_inner());
+        for old in last.iter().filter(|old| !new.contains(old)) {
+            set(old, 0);
+        }
+        for (values, b) in new.iter().zip(drift.bins()) {
+            set(values, b.reference_ppm);
+        }
+        *last = new;
+    }
+
+    /// Hands a scorer's drift counts to Envoy and zeroes them (main thread).
+    pub fn flush_drift(&self, envoy: &EnvoyConfig, drift: &mut Tally) {
+        let Some(ids) = &self.drift else { return };
+        drift.drain(|_, b, n| match &b.feature {
+            Some(f) => envoy.increment_labelled(ids.bin, &[&b.model, f, &b.bin], n),
+            None => envoy.increment_labelled(ids.score_bin, &[&b.model, &b.bin], n),
+        });
     }
 }
 

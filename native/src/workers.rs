@@ -160,12 +160,18 @@ impl Workers {
         }
     }
 
-    /// Hands every worker's counts to Envoy and frees replaced scorers (main thread).
+    /// Hands every worker's counts (its scorers' drift counts included) to Envoy and frees
+    /// replaced scorers (main thread).
     pub fn tick(&self, metrics: &Defined, envoy: &crate::envoy::EnvoyConfig) {
         for i in 0..self.slots.len() {
             let retired = {
-                let mut slot = self.lock(i);
+                let mut guard = self.lock(i);
+                let slot = &mut *guard;
                 metrics.flush(envoy, &mut slot.pending);
+                // A replaced scorer's last counts too, before it is freed.
+                for w in slot.current.iter_mut().chain(slot.retired.iter_mut()) {
+                    metrics.flush_drift(envoy, w.scorer.drift_mut());
+                }
                 std::mem::take(&mut slot.retired)
             };
             drop(retired);

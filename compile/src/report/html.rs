@@ -52,6 +52,7 @@ pub(super) fn page(r: &ModelReport) -> Markup {
                 (importance(r))
                 (thresholds(r))
                 (scores(r.scores.as_ref()))
+                (drift(r.summary.drift_reference.as_ref()))
             } }
         }
     }
@@ -253,5 +254,52 @@ fn quantile_name(q: f64) -> String {
         "median".into()
     } else {
         format!("p{}", number(q * 100.0))
+    }
+}
+
+/// The drift reference: per input and per output, each bin's share of the reference rows
+/// (what the filter's drift metrics are compared with).
+fn drift(reference: Option<&crate::inspect::DriftReport>) -> Markup {
+    let Some(d) = reference else {
+        return html! {
+            section #drift {
+                h2 { "Reference distributions" }
+                p.note { "No drift reference: compile with --reference ROWS.csv (the training rows, or a sample) for the filter's drift metrics." }
+            }
+        };
+    };
+    html! {
+        section #drift {
+            h2 { "Reference distributions" }
+            p.note { "Each bin's share of the reference rows the model was compiled with: the filter counts live traffic into the same bins (edgescore_drift_bin) and Prometheus compares the two (PSI)." }
+            div.outputs {
+                @for (k, f) in d.features.iter().chain(&d.outputs).enumerate() { (drift_series(k, f)) }
+            }
+        }
+    }
+}
+
+fn drift_series(k: usize, f: &crate::inspect::DriftSeriesReport) -> Markup {
+    let n = f.edges.len();
+    let columns: Vec<Column> = f
+        .shares
+        .iter()
+        .enumerate()
+        .map(|(b, &share)| {
+            let range = if b == n + 1 {
+                "missing".to_string()
+            } else {
+                let lo = if b == 0 { "−∞".to_string() } else { number(f.edges[b - 1] as f64) };
+                let hi = if b == n { "∞".to_string() } else { number(f.edges[b] as f64) };
+                format!("[{lo}, {hi})")
+            };
+            let label = if b == n + 1 { "NaN".to_string() } else if b == 0 { "<".to_string() + &number(f.edges.first().map_or(f64::INFINITY, |&e| e as f64)) } else { number(f.edges[b - 1] as f64) };
+            Column { label, value: share as f64, tip: format!("{range}: {:.2} % of the reference rows", share as f64 * 100.0) }
+        })
+        .collect();
+    html! {
+        div.output data-drift=(k) data-series=(f.name) {
+            (figure(&format!("drift-{k}"), &f.name, svg::columns(&columns, &f.name, "share", false)))
+        }
     }
 }

@@ -44,6 +44,8 @@ pub enum ArtifactError {
     Ctr { index: usize, reason: &'static str },
     #[error("CTR part {index}: {reason}")]
     CtrPart { index: usize, reason: &'static str },
+    #[error("drift reference, series {series}: {reason}")]
+    Drift { series: usize, reason: &'static str },
     #[error("leaf count mismatch: metadata says {declared}, trees hold {found}")]
     LeafCount { declared: u32, found: u64 },
     #[error("{what} {index} is not finite")]

@@ -117,11 +117,14 @@ pub struct MetricsConfig {
     pub model_counters: bool,
     /// How often each worker hands its counts to Envoy (milliseconds): what `/stats` lags by.
     pub flush_ms: u32,
+    /// `edgescore.drift.*`: per active model compiled with `--reference`, the live count of its
+    /// inputs' and its score's reference bins, and the reference shares (docs/metrics.md).
+    pub drift: bool,
 }
 
 impl Default for MetricsConfig {
     fn default() -> Self {
-        MetricsConfig { score_histograms: true, model_counters: true, flush_ms: 1000 }
+        MetricsConfig { score_histograms: true, model_counters: true, flush_ms: 1000, drift: true }
     }
 }
 

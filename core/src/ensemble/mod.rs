@@ -9,7 +9,7 @@
 //! QuickScorer's bitvectors instead, where [`Model`] built them (`bitvectors.rs`): the same
 //! leaves, added in the same order.
 
-use crate::artifact::layout::{node, CatSplit, CtrFeature, CtrPart, FeatureSpec, LinearLeaf, LinearTerm, Meta, Node, TreeSpec};
+use crate::artifact::layout::{node, CatSplit, CtrFeature, CtrPart, DriftSeries, FeatureSpec, LinearLeaf, LinearTerm, Meta, Node, TreeSpec};
 use crate::artifact::layout::{MAX_CTR_ROW, VECTOR_OUTPUT, ZERO_THRESHOLD};
 use crate::artifact::layout::{aggregate, flags, link, row_len, STRINGS_FIXED};
 use crate::artifact::{Link, SourceFormat, Task};
@@ -74,6 +74,10 @@ pub struct TreeEnsemble<'a> {
     pub(crate) ctr_parts: &'a [CtrPart],
     pub(crate) ctr_keys: &'a [u64],
     pub(crate) ctr_values: &'a [f32],
+    /// The drift reference (empty without `HAS_DRIFT_REFERENCE`; see `crate::drift`).
+    pub(crate) drift_series: &'a [DriftSeries],
+    pub(crate) drift_edges: &'a [f32],
+    pub(crate) drift_shares: &'a [f32],
 }
 
 impl<'a> TreeEnsemble<'a> {
@@ -230,6 +234,12 @@ impl<'a> TreeEnsemble<'a> {
         } else {
             f
         }
+    }
+
+    /// The drift reference `compile --reference` stored: per input and per output, bin edges
+    /// and the reference rows' share of each bin.
+    pub fn drift_reference(&self) -> Option<crate::drift::Reference<'a>> {
+        (self.flags & flags::HAS_DRIFT_REFERENCE != 0).then(|| crate::drift::Reference::new(self.n_features(), self.drift_series, self.drift_edges, self.drift_shares))
     }
 
     /// CatBoost CTR features: one per split feature beyond the inputs.

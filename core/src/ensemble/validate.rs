@@ -57,7 +57,9 @@ pub(crate) struct Parts {
     n_walked: usize,
     /// Whether a row with a NaN input needs the NaN-aware walk (see [`nan_tests`]).
     nan_walk: bool,
-    ranges: [core::ops::Range<usize>; 15],
+    ranges: [core::ops::Range<usize>; 18],
+    /// Where DRIFT_EDGES' series table ends and its edges begin (0 without a drift reference).
+    drift_split: usize,
 }
 
 impl Model {
@@ -141,6 +143,9 @@ fn view<'a>(bytes: &'a [u8], p: &Parts, walk: &'a Walk, bitvectors: Option<&'a B
         ctr_parts: bytemuck::cast_slice(r(12)),
         ctr_keys: bytemuck::cast_slice(r(13)),
         ctr_values: bytemuck::cast_slice(r(14)),
+        drift_series: bytemuck::cast_slice(&r(16)[..p.drift_split]),
+        drift_edges: bytemuck::cast_slice(&r(16)[p.drift_split..]),
+        drift_shares: bytemuck::cast_slice(r(17)),
     }
 }
 
@@ -276,16 +281,31 @@ fn validate(bytes: &[u8]) -> Result<Parts, E> {
         if used & flags::HAS_OBLIVIOUS != 0 && used & flags::RICH_LEAVES != 0 {
             return Err(E::Meta("oblivious trees with vector or linear leaves"));
         }
+        // NODE_VALUES is read by no evaluator of this build: it stays empty, its flag unset.
+        if entries[15].len != 0 {
+            return Err(E::SectionLength { section: SectionKind::NodeValues.name(), len: entries[15].len, expected: 0 });
+        }
+        let drift = header.flags & flags::HAS_DRIFT_REFERENCE != 0;
+        let drift_split = check_drift(bytes, &meta, drift, &entries[16], &entries[17])?;
+        let used = used | if drift { flags::HAS_DRIFT_REFERENCE } else { 0 };
         if used != header.flags {
             return Err(E::FlagsMismatch { declared: header.flags, used });
         }
         let _ = strings;
-        Ok(Parts { meta, flags: header.flags, checksum: header.checksum, n_walked, nan_walk, ranges: entries.map(|e| e.offset as usize..(e.offset + e.len) as usize) })
+        Ok(Parts {
+            meta,
+            flags: header.flags,
+            checksum: header.checksum,
+            n_walked,
+            nan_walk,
+            drift_split,
+            ranges: entries.map(|e| e.offset as usize..(e.offset + e.len) as usize),
+        })
     }
 }
 
-/// The section table; a format-1 file's missing sections come back empty.
-fn section_table(bytes: &[u8], header: &Header) -> Result<[SectionEntry; 15], E> {
+/// The section table; the sections an older format lacks come back empty.
+fn section_table(bytes: &[u8], header: &Header) -> Result<[SectionEntry; 18], E> {
     let count = section_count(header.format_version);
     if header.section_count as usize != count {
         return Err(E::SectionTable("wrong number of sections"));
@@ -295,7 +315,7 @@ fn section_table(bytes: &[u8], header: &Header) -> Result<[SectionEntry; 15], E>
     if bytes.len() < table_end {
         return Err(E::SectionTable("truncated"));
     }
-    let mut entries = [SectionEntry { kind: 0, reserved: 0, offset: 0, len: 0 }; 15];
+    let mut entries = [SectionEntry { kind: 0, reserved: 0, offset: 0, len: 0 }; 18];
     let mut previous_end = table_end as u64;
     for (i, kind) in SECTION_KINDS[..count].iter().enumerate() {
         let at = HEADER_LEN + i * entry_len;
@@ -457,6 +477,68 @@ fn check_ctrs(meta: &Meta, declared: bool, ctrs: &[CtrFeature], parts: &[CtrPart
         }
     }
     Ok(())
+}
+
+/// The drift reference (DRIFT_EDGES, DRIFT_SHARES): empty without `HAS_DRIFT_REFERENCE`;
+/// with it, a series per input and per output whose edges follow each other in order,
+/// finite and strictly ascending, at most [`MAX_DRIFT_EDGES`] each, and whose `n_edges + 2`
+/// shares are in [0, 1] and sum to 1. Returns the byte length of DRIFT_EDGES' series table.
+fn check_drift(bytes: &[u8], meta: &Meta, declared: bool, edges: &SectionEntry, shares: &SectionEntry) -> Result<usize, E> {
+    if !declared {
+        for (e, kind) in [(edges, SectionKind::DriftEdges), (shares, SectionKind::DriftShares)] {
+            if e.len != 0 {
+                return Err(E::SectionLength { section: kind.name(), len: e.len, expected: 0 });
+            }
+        }
+        return Ok(0);
+    }
+    let n_series = meta.n_features as usize + meta.n_outputs as usize;
+    let table = n_series * core::mem::size_of::<DriftSeries>();
+    let raw = &bytes[edges.offset as usize..(edges.offset + edges.len) as usize];
+    if raw.len() < table || !(raw.len() - table).is_multiple_of(4) {
+        return Err(E::SectionLength { section: "DRIFT_EDGES", len: edges.len, expected: table as u64 });
+    }
+    let series: &[DriftSeries] = bytemuck::try_cast_slice(&raw[..table]).map_err(|_| E::Misaligned)?;
+    let values: &[f32] = bytemuck::try_cast_slice(&raw[table..]).map_err(|_| E::Misaligned)?;
+    let mut next_edge = 0u64;
+    let mut n_bins = 0u64;
+    for (i, s) in series.iter().enumerate() {
+        let err = |reason| E::Drift { series: i, reason };
+        if s.first_edge as u64 != next_edge {
+            return Err(err("edges do not start where the previous series' ended"));
+        }
+        if s.n_edges > MAX_DRIFT_EDGES {
+            return Err(err("more edges than MAX_DRIFT_EDGES"));
+        }
+        next_edge += s.n_edges as u64;
+        if next_edge > values.len() as u64 {
+            return Err(err("edges extend past DRIFT_EDGES"));
+        }
+        let own = &values[s.first_edge as usize..next_edge as usize];
+        if own.iter().any(|e| !e.is_finite()) {
+            return Err(err("an edge is not finite"));
+        }
+        if own.windows(2).any(|w| w[0] >= w[1]) {
+            return Err(err("edges not strictly ascending"));
+        }
+        n_bins += s.n_edges as u64 + 2;
+    }
+    if next_edge != values.len() as u64 {
+        return Err(E::Drift { series: n_series, reason: "edges left over after the last series" });
+    }
+    let shares: &[f32] = section(bytes, shares, SectionKind::DriftShares, n_bins)?;
+    let mut start = 0usize;
+    for (i, s) in series.iter().enumerate() {
+        let own = &shares[start..start + s.n_edges as usize + 2];
+        start += own.len();
+        if own.iter().any(|v| !(0.0..=1.0).contains(v)) {
+            return Err(E::Drift { series: i, reason: "a share is not in [0, 1]" });
+        }
+        if (own.iter().sum::<f32>() - 1.0).abs() > DRIFT_SHARE_TOLERANCE {
+            return Err(E::Drift { series: i, reason: "shares do not sum to 1" });
+        }
+    }
+    Ok(table)
 }
 
 /// Checks every tree and node; returns the header flags the node tests and tree kinds require.
