@@ -27,7 +27,11 @@ pub const MAGIC: [u8; 8] = *b"ESMODEL\0";
 /// Version 5 adds zero-as-missing columns (header flag `ZERO_MISSING_COLUMNS`): LightGBM's
 /// zero-as-missing tests read their input with "missing" (zero or NaN) already sent to their
 /// side, so that such models take the walk without NaN or zero tests.
-pub const FORMAT_VERSION: u32 = 5;
+///
+/// Version 6 adds three optional sections: NODE_VALUES (header flag `HAS_NODE_VALUES`: what
+/// per-request reasons and `edgescore explain` need) and DRIFT_EDGES, DRIFT_SHARES (header flag
+/// `HAS_DRIFT_REFERENCE`). The writer emits format 6 only for a model with one of them.
+pub const FORMAT_VERSION: u32 = 6;
 /// The oldest format version this build reads.
 pub const OLDEST_FORMAT_VERSION: u32 = 1;
 /// Every section starts at a multiple of this many bytes.
@@ -77,14 +81,23 @@ pub mod flags {
     pub const ZERO_MISSING_COLUMNS: u32 = 1 << 7;
     /// What only format 5 may declare.
     pub const FORMAT_5: u32 = ZERO_MISSING_COLUMNS;
-    pub const ALL: u32 = HAS_CATEGORICAL | HAS_RARE_TESTS | FORMAT_2 | FORMAT_3 | FORMAT_4 | FORMAT_5;
+    /// The NODE_VALUES section holds the leaves' covers (see [`super::NodeValuesHeader`]).
+    /// Format 6.
+    pub const HAS_NODE_VALUES: u32 = 1 << 8;
+    /// The DRIFT_EDGES and DRIFT_SHARES sections hold the training data's reference
+    /// distribution. Format 6.
+    pub const HAS_DRIFT_REFERENCE: u32 = 1 << 9;
+    /// What only format 6 may declare.
+    pub const FORMAT_6: u32 = HAS_NODE_VALUES | HAS_DRIFT_REFERENCE;
+    pub const ALL: u32 = HAS_CATEGORICAL | HAS_RARE_TESTS | FORMAT_2 | FORMAT_3 | FORMAT_4 | FORMAT_5 | FORMAT_6;
     /// The flags a file of format `version` may declare.
     pub fn known(version: u32) -> u32 {
         match version {
-            0 | 1 => ALL & !FORMAT_2 & !FORMAT_3 & !FORMAT_4 & !FORMAT_5,
-            2 => ALL & !FORMAT_3 & !FORMAT_4 & !FORMAT_5,
-            3 => ALL & !FORMAT_4 & !FORMAT_5,
-            4 => ALL & !FORMAT_5,
+            0 | 1 => ALL & !FORMAT_2 & !FORMAT_3 & !FORMAT_4 & !FORMAT_5 & !FORMAT_6,
+            2 => ALL & !FORMAT_3 & !FORMAT_4 & !FORMAT_5 & !FORMAT_6,
+            3 => ALL & !FORMAT_4 & !FORMAT_5 & !FORMAT_6,
+            4 => ALL & !FORMAT_5 & !FORMAT_6,
+            5 => ALL & !FORMAT_6,
             _ => ALL,
         }
     }
@@ -135,9 +148,13 @@ pub enum SectionKind {
     CtrParts = 13,
     CtrKeys = 14,
     CtrValues = 15,
+    NodeValues = 16,
+    DriftEdges = 17,
+    DriftShares = 18,
 }
-/// Format 1 holds the first nine, format 2 all fifteen, in this order.
-pub const SECTION_KINDS: [SectionKind; 15] = [
+/// Format 1 holds the first nine, formats 2 to 5 the first fifteen, format 6 all eighteen, in
+/// this order.
+pub const SECTION_KINDS: [SectionKind; 18] = [
     SectionKind::Meta,
     SectionKind::Strings,
     SectionKind::Features,
@@ -153,11 +170,16 @@ pub const SECTION_KINDS: [SectionKind; 15] = [
     SectionKind::CtrParts,
     SectionKind::CtrKeys,
     SectionKind::CtrValues,
+    SectionKind::NodeValues,
+    SectionKind::DriftEdges,
+    SectionKind::DriftShares,
 ];
 /// Sections in a file of format `version` (1 to [`FORMAT_VERSION`]).
 pub fn section_count(version: u32) -> usize {
-    if version >= 2 {
-        SECTION_KINDS.len()
+    if version >= 6 {
+        18
+    } else if version >= 2 {
+        15
     } else {
         9
     }
@@ -181,6 +203,9 @@ impl SectionKind {
             SectionKind::CtrParts => "CTR_PARTS",
             SectionKind::CtrKeys => "CTR_KEYS",
             SectionKind::CtrValues => "CTR_VALUES",
+            SectionKind::NodeValues => "NODE_VALUES",
+            SectionKind::DriftEdges => "DRIFT_EDGES",
+            SectionKind::DriftShares => "DRIFT_SHARES",
         }
     }
 }
@@ -448,4 +473,17 @@ pub mod ctr_part {
     pub const ABOVE_NAN_TRUE: u32 = 2;
     /// The category's hash equals `value`.
     pub const ONE_HOT: u32 = 3;
+}
+
+/// The NODE_VALUES section (header flag `HAS_NODE_VALUES`): this header, then one f32 cover
+/// per LEAVES value (a vector leaf's cover repeated for each of its values), finite and >= 0,
+/// every tree's total > 0. A node's cover is the sum of its leaves' covers, its expected value
+/// their cover-weighted mean (`ensemble::explain`): what per-request reasons (path
+/// attribution) and TreeSHAP need, derived at load.
+#[derive(Clone, Copy, Debug, Pod, Zeroable, PartialEq)]
+#[repr(C)]
+pub struct NodeValuesHeader {
+    /// `meta::CoverKind` as u32: what the covers count.
+    pub kind: u32,
+    pub reserved: u32,
 }

@@ -17,6 +17,7 @@ use core::mem::MaybeUninit;
 
 mod bitvectors;
 pub use bitvectors::BitvectorsSize;
+pub mod explain;
 pub mod ctr;
 mod validate;
 pub use validate::Model;
@@ -74,6 +75,10 @@ pub struct TreeEnsemble<'a> {
     pub(crate) ctr_parts: &'a [CtrPart],
     pub(crate) ctr_keys: &'a [u64],
     pub(crate) ctr_values: &'a [f32],
+    /// Path attribution's tables, built at load where the model has NODE_VALUES.
+    pub(crate) explainer: Option<&'a explain::Explainer>,
+    /// NODE_VALUES' covers, one per LEAVES value (empty without).
+    pub(crate) covers: &'a [f32],
 }
 
 impl<'a> TreeEnsemble<'a> {
@@ -290,6 +295,26 @@ impl<'a> TreeEnsemble<'a> {
 
     #[inline(always)]
     fn walk_derived<const N: usize>(&self, x: &[f32], total: usize, acc: &mut [f64]) {
+        self.derived_row::<N, ()>(x, total, |row| self.walk_derived_row(row, acc))
+    }
+
+    /// `f` of the row the model's splits read: the inputs themselves, or the derived row.
+    #[inline(always)]
+    pub(crate) fn with_row<R>(&self, x: &[f32], f: impl FnOnce(&[f32]) -> R) -> R {
+        if self.flags & (flags::HAS_CTRS | flags::NAN_LOW_COLUMNS | flags::ZERO_MISSING_COLUMNS) == 0 {
+            return f(x);
+        }
+        let total = row_len(self.meta.n_features, self.ctr_features.len() as u32, self.flags) as usize;
+        if total <= 128 {
+            self.derived_row::<128, R>(x, total, f)
+        } else {
+            self.derived_row::<{ MAX_CTR_ROW as usize }, R>(x, total, f)
+        }
+    }
+
+    /// The derived row in a stack buffer of N values (`total` of them used), handed to `f`.
+    #[inline(always)]
+    fn derived_row<const N: usize, R>(&self, x: &[f32], total: usize, f: impl FnOnce(&[f32]) -> R) -> R {
         let nf = self.n_features();
         // Uninitialised, then written in full: zeroing the buffer per row would cost more
         // than the walk of a small model.
@@ -328,7 +353,7 @@ impl<'a> TreeEnsemble<'a> {
         // SAFETY: the loops above wrote all `total` values: `x` has at least `nf` (checked in
         // `with_outputs`), `columns` is empty, `nf` or `3 * nf` long, one CTR value each.
         let row = unsafe { core::slice::from_raw_parts(buf.as_ptr().cast::<f32>(), total) };
-        self.walk_derived_row(row, acc)
+        f(row)
     }
 
     /// The walks for derived rows, out of line, so that the plain path keeps its own copy

@@ -3,6 +3,7 @@
 //! enforced here (the list is in `docs/artifact-format.md`).
 
 use super::bitvectors::Bitvectors;
+use super::explain::Explainer;
 use super::walk::Walk;
 use super::TreeEnsemble;
 use crate::artifact::layout::*;
@@ -28,6 +29,8 @@ struct Owned {
     /// What the lockstep walk reads besides the row (see `walk.rs`).
     walk: Walk,
     bitvectors: Option<Bitvectors>,
+    /// Path attribution's tables, where the artifact has node values (`explain.rs`).
+    explainer: Option<Explainer>,
 }
 
 impl Owned {
@@ -54,7 +57,7 @@ pub(crate) struct Parts {
     n_walked: usize,
     /// Whether a row with a NaN input needs the NaN-aware walk (see [`nan_tests`]).
     nan_walk: bool,
-    ranges: [core::ops::Range<usize>; 15],
+    ranges: [core::ops::Range<usize>; 18],
 }
 
 impl Clone for Model {
@@ -74,12 +77,17 @@ impl Model {
         let r = |k: usize| &aligned[parts.ranges[k].clone()];
         let trees: &[TreeSpec] = bytemuck::cast_slice(r(4));
         let walk = Walk::build(bytemuck::cast_slice(r(5)), &trees[..parts.n_walked], bytemuck::cast_slice(r(8)));
-        let bitvectors = Bitvectors::build(&view(aligned, &parts, &walk, None), false);
-        Ok(Model::from_owned(Owned { words, len, parts, walk, bitvectors }))
+        let bitvectors = Bitvectors::build(&view(aligned, &parts, &walk, None, None), false);
+        let explainer = if parts.flags & flags::HAS_NODE_VALUES != 0 {
+            Some(Explainer::build(&view(aligned, &parts, &walk, None, None), r(15)).ok_or(E::NodeValues("unreadable"))?)
+        } else {
+            None
+        };
+        Ok(Model::from_owned(Owned { words, len, parts, walk, bitvectors, explainer }))
     }
 
     fn from_owned(owned: Owned) -> Model {
-        Model { cell: Cell::new(owned, |o| view(o.as_bytes(), &o.parts, &o.walk, o.bitvectors.as_ref())) }
+        Model { cell: Cell::new(owned, |o| view(o.as_bytes(), &o.parts, &o.walk, o.bitvectors.as_ref(), o.explainer.as_ref())) }
     }
 
     /// This model with QuickScorer's bitvectors on every row they can score, whatever the
@@ -87,7 +95,7 @@ impl Model {
     #[doc(hidden)]
     pub fn with_bitvectors_on_every_row(self) -> Model {
         let mut o = self.cell.into_owner();
-        o.bitvectors = Bitvectors::build(&view(o.as_bytes(), &o.parts, &o.walk, None), true);
+        o.bitvectors = Bitvectors::build(&view(o.as_bytes(), &o.parts, &o.walk, None, None), true);
         Model::from_owned(o)
     }
 
@@ -112,8 +120,10 @@ impl Model {
 
 /// Slices validated bytes into the evaluator's view. Only called with `parts` that `validate`
 /// returned for these very bytes, so every cast lines up.
-fn view<'a>(bytes: &'a [u8], p: &Parts, walk: &'a Walk, bitvectors: Option<&'a Bitvectors>) -> TreeEnsemble<'a> {
+fn view<'a>(bytes: &'a [u8], p: &Parts, walk: &'a Walk, bitvectors: Option<&'a Bitvectors>, explainer: Option<&'a Explainer>) -> TreeEnsemble<'a> {
     let r = |k: usize| &bytes[p.ranges[k].clone()];
+    let node_values = r(15);
+    let head = core::mem::size_of::<NodeValuesHeader>().min(node_values.len());
     TreeEnsemble {
         meta: p.meta,
         flags: p.flags,
@@ -139,6 +149,8 @@ fn view<'a>(bytes: &'a [u8], p: &Parts, walk: &'a Walk, bitvectors: Option<&'a B
         ctr_parts: bytemuck::cast_slice(r(12)),
         ctr_keys: bytemuck::cast_slice(r(13)),
         ctr_values: bytemuck::cast_slice(r(14)),
+        explainer,
+        covers: bytemuck::cast_slice(&node_values[head..]),
     }
 }
 
@@ -260,6 +272,11 @@ fn validate(bytes: &[u8]) -> Result<Parts, E> {
             }
         }
         let (used, n_walked) = check_trees(&meta, header.format_version, split_features, trees, nodes)?;
+        check_node_values(&meta, header.flags & flags::HAS_NODE_VALUES != 0, bytes, &entries[15], trees, nodes)?;
+        // The drift reference's contents are checked where they are read; absent, it is empty.
+        if header.flags & flags::HAS_DRIFT_REFERENCE == 0 && (entries[16].len != 0 || entries[17].len != 0) {
+            return Err(E::SectionTable("drift reference sections without HAS_DRIFT_REFERENCE"));
+        }
         let (low_start, zero_start) = (nan_low_start(meta.n_features, n_ctr), zero_low_start(meta.n_features, n_ctr));
         let reads = |from: u32, to: u32| nodes.iter().any(|n| n.flags & node::LEAF == 0 && (from..to).contains(&(n.feature as u32)));
         let nan_walk = nodes.iter().any(|n| n.sees_nan(meta.n_features));
@@ -267,7 +284,8 @@ fn validate(bytes: &[u8]) -> Result<Parts, E> {
             | if linear { flags::HAS_LINEAR_LEAVES } else { 0 }
             | if ctrs { flags::HAS_CTRS } else { 0 }
             | if reads(low_start, zero_start) { flags::NAN_LOW_COLUMNS } else { 0 }
-            | if reads(zero_start, u32::MAX) { flags::ZERO_MISSING_COLUMNS } else { 0 };
+            | if reads(zero_start, u32::MAX) { flags::ZERO_MISSING_COLUMNS } else { 0 }
+            | header.flags & flags::FORMAT_6;
         if used & flags::RICH_LEAVES == flags::RICH_LEAVES {
             return Err(E::Meta("vector leaves and linear leaves in one model"));
         }
@@ -282,8 +300,8 @@ fn validate(bytes: &[u8]) -> Result<Parts, E> {
     }
 }
 
-/// The section table; a format-1 file's missing sections come back empty.
-fn section_table(bytes: &[u8], header: &Header) -> Result<[SectionEntry; 15], E> {
+/// The section table; the sections an older format lacks come back empty.
+fn section_table(bytes: &[u8], header: &Header) -> Result<[SectionEntry; 18], E> {
     let count = section_count(header.format_version);
     if header.section_count as usize != count {
         return Err(E::SectionTable("wrong number of sections"));
@@ -293,7 +311,7 @@ fn section_table(bytes: &[u8], header: &Header) -> Result<[SectionEntry; 15], E>
     if bytes.len() < table_end {
         return Err(E::SectionTable("truncated"));
     }
-    let mut entries = [SectionEntry { kind: 0, reserved: 0, offset: 0, len: 0 }; 15];
+    let mut entries = [SectionEntry { kind: 0, reserved: 0, offset: 0, len: 0 }; 18];
     let mut previous_end = table_end as u64;
     for (i, kind) in SECTION_KINDS[..count].iter().enumerate() {
         let at = HEADER_LEN + i * entry_len;
@@ -455,6 +473,49 @@ fn check_ctrs(meta: &Meta, declared: bool, ctrs: &[CtrFeature], parts: &[CtrPart
         }
     }
     Ok(())
+}
+
+/// NODE_VALUES: empty without `HAS_NODE_VALUES`; with it, its header (a known cover kind) and
+/// one finite, non-negative cover per LEAVES value, each tree's leaves covering more than 0.
+/// Runs after `check_trees`, so every tree's leaf indices are known to be in range.
+fn check_node_values(meta: &Meta, declared: bool, bytes: &[u8], e: &SectionEntry, trees: &[TreeSpec], nodes: &[Node]) -> Result<(), E> {
+    if !declared {
+        return if e.len == 0 { Ok(()) } else { Err(E::NodeValues("section not empty without HAS_NODE_VALUES")) };
+    }
+    let head = core::mem::size_of::<NodeValuesHeader>() as u64;
+    let expected = head + meta.n_leaves as u64 * 4;
+    if e.len != expected {
+        return Err(E::SectionLength { section: "NODE_VALUES", len: e.len, expected });
+    }
+    let raw = &bytes[e.offset as usize..(e.offset + e.len) as usize];
+    let header: NodeValuesHeader = pod_read_unaligned(&raw[..head as usize]);
+    if crate::artifact::CoverKind::from_u32(header.kind).is_none() {
+        return Err(E::NodeValues("unknown cover kind"));
+    }
+    if header.reserved != 0 {
+        return Err(E::ReservedNotZero("node_values.reserved"));
+    }
+    let covers: &[f32] = bytemuck::try_cast_slice(&raw[head as usize..]).map_err(|_| E::Misaligned)?;
+    if let Some(i) = covers.iter().position(|c| !(c.is_finite() && *c >= 0.0)) {
+        return Err(E::NotFinite { what: "leaf cover (or negative)", index: i });
+    }
+    for (t, tree) in trees.iter().enumerate() {
+        let total: f64 = leaf_ranges(meta, tree, nodes).map(|r| covers[r].iter().map(|&c| c as f64).sum::<f64>()).sum();
+        if !(total > 0.0) {
+            return Err(E::Tree { tree: t, reason: "its leaves' covers sum to 0" });
+        }
+    }
+    Ok(())
+}
+
+/// The LEAVES ranges of a validated tree's leaves (an oblivious tree: its whole table).
+pub(crate) fn leaf_ranges<'a>(meta: &Meta, tree: &TreeSpec, nodes: &'a [Node]) -> impl Iterator<Item = core::ops::Range<usize>> + 'a {
+    let width = if tree.output == VECTOR_OUTPUT { meta.n_outputs as usize } else { 1 };
+    let table = if tree.layout == tree_layout::OBLIVIOUS { 1usize << tree.depth } else { width };
+    nodes[tree.root as usize..tree.end as usize].iter().filter(|n| n.flags & node::LEAF != 0).map(move |n| {
+        let first = (n.payload & node::LEAF_INDEX_MASK) as usize;
+        first..first + table
+    })
 }
 
 /// Checks every tree and node; returns the header flags the node tests and tree kinds require.

@@ -1,0 +1,413 @@
+//! Per-request reasons: path attribution ("Saabas"). At each split on the path a row takes,
+//! the change in the node's expected value is credited to the split's feature; a tree's
+//! credits add up to its leaf minus its root's expected value, so a row's add up to its
+//! margin minus the model's expected value.
+//!
+//! Everything that depends on the model alone is done here, once, at load ([`Explainer`]):
+//! every node's expected value (the cover-weighted mean of its leaves, from NODE_VALUES), and
+//! for every leaf the (feature, credit) pairs of its path, merged per feature. An explained
+//! row then walks the trees as scoring does and adds up its leaves' pairs
+//! ([`TreeEnsemble::explain`]): at most one pair per distinct feature on each path, into the
+//! caller's buffer, without allocating.
+//!
+//! What is credited to which feature: a split on a NaN-low or zero-as-missing column to its
+//! input; a split on a CatBoost CTR feature to the CTR's source features, in equal shares; a
+//! linear leaf's `coeff * x` terms to their features, and the difference between its constant
+//! and its plain value (the node values use the plain value) to the last split on its path.
+
+use super::TreeEnsemble;
+use crate::artifact::layout::{node, tree_layout, CtrFeature, CtrPart, Meta, Node, NodeValuesHeader, TreeSpec, VECTOR_OUTPUT};
+use crate::artifact::CoverKind;
+
+/// One credit of a leaf's path: `delta` (already divided by an averaging model's divisor) to
+/// input `feature` of `output`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Credit {
+    pub feature: u32,
+    pub output: u32,
+    pub delta: f64,
+}
+
+/// What a row's explanation needs besides the walk, derived from the model at load.
+#[derive(Clone, Debug)]
+pub struct Explainer {
+    kind: CoverKind,
+    /// Per output: the base score plus each tree's root expected value (over the divisor).
+    expected: Vec<f64>,
+    /// Leaf `i`'s credits (by LEAVES index; a vector leaf's at its first value, an oblivious
+    /// tree's per table entry) are `credits[starts[i]..starts[i + 1]]`.
+    starts: Vec<u32>,
+    credits: Vec<Credit>,
+    /// Linear models: per LEAVES index, the input credited with `constant − value` (the last
+    /// split on the leaf's path; `u32::MAX` for a lone leaf: the expected value takes it) and
+    /// the leaf's output.
+    linear_credit: Vec<[u32; 2]>,
+}
+
+/// Where node `i` of a NODES tree sends the row: `left` (yes) or `left + 1`.
+fn children(n: &Node) -> [usize; 2] {
+    [n.left as usize, n.left as usize + 1]
+}
+
+impl Explainer {
+    /// From a validated model whose header has `HAS_NODE_VALUES`; `section` is NODE_VALUES.
+    pub(crate) fn build(e: &TreeEnsemble, section: &[u8]) -> Option<Explainer> {
+        let head = core::mem::size_of::<NodeValuesHeader>();
+        let header: NodeValuesHeader = bytemuck::pod_read_unaligned(section.get(..head)?);
+        let kind = CoverKind::from_u32(header.kind)?;
+        let covers: &[f32] = bytemuck::try_cast_slice(&section[head..]).ok()?;
+        let meta = e.meta;
+        let n_out = meta.n_outputs as usize;
+        let divisor = if meta.aggregate == crate::artifact::layout::aggregate::AVERAGE { meta.aggregate_divisor } else { 1.0 };
+        let mut expected: Vec<f64> = e.base.to_vec();
+        let mut per_leaf: Vec<Vec<Credit>> = vec![Vec::new(); e.leaves.len()];
+        let linear = !e.linear_leaves.is_empty();
+        let mut linear_credit = if linear { vec![[u32::MAX, 0]; e.leaves.len()] } else { Vec::new() };
+        let credit = Credits::new(e);
+        for tree in e.trees {
+            if tree.layout == tree_layout::OBLIVIOUS {
+                oblivious(e, tree, covers, divisor, &credit, &mut expected, &mut per_leaf);
+            } else {
+                node_tree(e, &meta, tree, covers, divisor, &credit, &mut expected, &mut per_leaf, &mut linear_credit);
+            }
+        }
+        let mut starts = Vec::with_capacity(per_leaf.len() + 1);
+        let mut credits = Vec::new();
+        for leaf in per_leaf {
+            starts.push(credits.len() as u32);
+            credits.extend(leaf);
+        }
+        starts.push(credits.len() as u32);
+        debug_assert_eq!(expected.len(), n_out);
+        Some(Explainer { kind, expected, starts, credits, linear_credit })
+    }
+
+    /// What the covers count.
+    pub fn cover_kind(&self) -> CoverKind {
+        self.kind
+    }
+
+    /// Per output, the model's expected margin: what a row's credits are measured from.
+    pub fn expected(&self) -> &[f64] {
+        &self.expected
+    }
+
+    /// The credits of the leaf at LEAVES index `leaf`.
+    pub fn credits(&self, leaf: usize) -> &[Credit] {
+        let (a, b) = (self.starts[leaf] as usize, self.starts[leaf + 1] as usize);
+        &self.credits[a..b]
+    }
+
+    /// Memory held, for `inspect`.
+    pub fn bytes(&self) -> usize {
+        core::mem::size_of_val(&self.expected[..])
+            + core::mem::size_of_val(&self.starts[..])
+            + core::mem::size_of_val(&self.credits[..])
+            + core::mem::size_of_val(&self.linear_credit[..])
+    }
+}
+
+/// Which inputs a split feature's credit goes to, in equal shares (see the module's comment).
+pub(crate) struct Credits<'a> {
+    n_features: usize,
+    ctr_features: &'a [CtrFeature],
+    ctr_parts: &'a [CtrPart],
+    e: &'a TreeEnsemble<'a>,
+}
+
+impl<'a> Credits<'a> {
+    fn new(e: &'a TreeEnsemble<'a>) -> Credits<'a> {
+        Credits { n_features: e.n_features(), ctr_features: e.ctr_features, ctr_parts: e.ctr_parts, e }
+    }
+
+    /// Appends (input, share) for a split on `split_feature`.
+    fn inputs(&self, split_feature: u16, out: &mut Vec<(u32, f64)>) {
+        let f = self.e.tested_feature(split_feature);
+        if f < self.n_features {
+            out.push((f as u32, 1.0));
+            return;
+        }
+        let sources = ctr_sources(self.ctr_features, self.ctr_parts, f - self.n_features);
+        let share = 1.0 / sources.len().max(1) as f64;
+        out.extend(sources.into_iter().map(|s| (s, share)));
+    }
+}
+
+/// The distinct input features CTR feature `k`'s projection reads, ascending.
+pub fn ctr_sources(ctr_features: &[CtrFeature], ctr_parts: &[CtrPart], k: usize) -> Vec<u32> {
+    let Some(c) = ctr_features.get(k) else { return Vec::new() };
+    let mut sources: Vec<u32> = ctr_parts[c.part_offset as usize..(c.part_offset + c.n_parts) as usize].iter().map(|p| p.feature).collect();
+    sources.sort_unstable();
+    sources.dedup();
+    sources
+}
+
+/// Adds `delta` for a split on `split_feature` to `path`, merging per (input, output).
+fn push_credit(credit: &Credits, split_feature: u16, output: u32, delta: f64, path: &mut Vec<Credit>) {
+    let mut shares = Vec::new();
+    credit.inputs(split_feature, &mut shares);
+    for (feature, share) in shares {
+        match path.iter_mut().find(|c| c.feature == feature && c.output == output) {
+            Some(c) => c.delta += delta * share,
+            None => path.push(Credit { feature, output, delta: delta * share }),
+        }
+    }
+}
+
+/// A NODES tree: expected values bottom-up (children come after their parents), then each
+/// leaf's path top-down.
+#[allow(clippy::too_many_arguments)]
+fn node_tree(
+    e: &TreeEnsemble, meta: &Meta, tree: &TreeSpec, covers: &[f32], divisor: f64, credit: &Credits, expected: &mut [f64],
+    per_leaf: &mut [Vec<Credit>], linear_credit: &mut [[u32; 2]],
+) {
+    let (root, end) = (tree.root as usize, tree.end as usize);
+    let vector = tree.output == VECTOR_OUTPUT;
+    let width = if vector { meta.n_outputs as usize } else { 1 };
+    let n = end - root;
+    let mut weight = vec![0f64; n];
+    let mut value = vec![0f64; n * width];
+    let mut parent = vec![usize::MAX; n];
+    for i in (0..n).rev() {
+        let nd = e.nodes[root + i];
+        if nd.flags & node::LEAF != 0 {
+            let first = (nd.payload & node::LEAF_INDEX_MASK) as usize;
+            weight[i] = covers[first] as f64;
+            value[i * width..(i + 1) * width].copy_from_slice(&e.leaves[first..first + width]);
+            continue;
+        }
+        let [a, b] = children(&nd).map(|c| c - root);
+        parent[a] = i;
+        parent[b] = i;
+        weight[i] = weight[a] + weight[b];
+        for o in 0..width {
+            value[i * width + o] = if weight[i] > 0.0 {
+                (weight[a] * value[a * width + o] + weight[b] * value[b * width + o]) / weight[i]
+            } else {
+                // No training row reached either side: their plain mean.
+                (value[a * width + o] + value[b * width + o]) / 2.0
+            };
+        }
+    }
+    let out_of = |o: usize| if vector { o as u32 } else { tree.output };
+    for o in 0..width {
+        expected[out_of(o) as usize] += value[o] / divisor;
+    }
+    let mut path = Vec::new();
+    for i in 0..n {
+        let nd = e.nodes[root + i];
+        if nd.flags & node::LEAF == 0 {
+            continue;
+        }
+        path.clear();
+        let mut child = i;
+        let mut last_split = None;
+        while parent[child] != usize::MAX {
+            let p = parent[child];
+            let split = e.nodes[root + p].feature;
+            last_split.get_or_insert(split);
+            for o in 0..width {
+                let delta = (value[child * width + o] - value[p * width + o]) / divisor;
+                push_credit(credit, split, out_of(o), delta, &mut path);
+            }
+            child = p;
+        }
+        let first = (nd.payload & node::LEAF_INDEX_MASK) as usize;
+        if !linear_credit.is_empty() {
+            let mut shares = Vec::new();
+            if let Some(split) = last_split {
+                credit.inputs(split, &mut shares);
+            }
+            linear_credit[first] = [shares.first().map_or(u32::MAX, |s| s.0), tree.output];
+        }
+        per_leaf[first] = path.clone();
+    }
+}
+
+/// An oblivious tree of depth d: the node after k levels holds the leaves whose low k index
+/// bits the row's k tests set; its expected value is theirs, weighted by their covers.
+fn oblivious(e: &TreeEnsemble, tree: &TreeSpec, covers: &[f32], divisor: f64, credit: &Credits, expected: &mut [f64], per_leaf: &mut [Vec<Credit>]) {
+    let (root, depth) = (tree.root as usize, tree.depth as usize);
+    let first = (e.nodes[root + depth].payload & node::LEAF_INDEX_MASK) as usize;
+    let size = 1usize << depth;
+    // level[k][b]: (weight, value) of the node after k levels with low bits b.
+    let mut level: Vec<Vec<(f64, f64)>> = vec![Vec::new(); depth + 1];
+    level[depth] = (0..size).map(|i| (covers[first + i] as f64, e.leaves[first + i])).collect();
+    for k in (0..depth).rev() {
+        level[k] = (0..1usize << k)
+            .map(|b| {
+                let (lo, hi) = (level[k + 1][b], level[k + 1][b | 1 << k]);
+                let w = lo.0 + hi.0;
+                (w, if w > 0.0 { (lo.0 * lo.1 + hi.0 * hi.1) / w } else { (lo.1 + hi.1) / 2.0 })
+            })
+            .collect();
+    }
+    expected[tree.output as usize] += level[0][0].1 / divisor;
+    let mut path = Vec::new();
+    for i in 0..size {
+        path.clear();
+        for k in 0..depth {
+            let delta = (level[k + 1][i & ((1 << (k + 1)) - 1)].1 - level[k][i & ((1 << k) - 1)].1) / divisor;
+            push_credit(credit, e.nodes[root + k].feature, tree.output, delta, &mut path);
+        }
+        per_leaf[first + i] = path.clone();
+    }
+}
+
+/// Why a row could not be explained. Carries only numbers: building it must not allocate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum ExplainError {
+    #[error("the model has no node values (compiled without NODE_VALUES)")]
+    NoNodeValues,
+    #[error(transparent)]
+    Score(#[from] super::ScoreError),
+}
+
+impl<'a> TreeEnsemble<'a> {
+    /// What explanations need, where the model has node values.
+    pub fn explainer(&self) -> Option<&'a Explainer> {
+        self.explainer
+    }
+
+    /// The leaves' covers (NODE_VALUES), one per LEAVES value, where the model has them.
+    pub fn leaf_covers(&self) -> Option<&'a [f32]> {
+        self.explainer.map(|_| self.covers)
+    }
+
+    /// How many values [`explain`](Self::explain) writes: per output, one per input feature
+    /// then the expected value.
+    pub fn explain_len(&self) -> usize {
+        self.n_outputs() * (self.n_features() + 1)
+    }
+
+    /// Path attribution of one row: `out[o * (n_features + 1) + f]` receives input `f`'s
+    /// credit for output `o`'s margin, `out[o * (n_features + 1) + n_features]` the expected
+    /// margin; each output's values add up to its margin (as [`margins`](Self::margins)
+    /// computes it, to rounding). Allocates nothing.
+    pub fn explain(&self, features: &[f32], out: &mut [f64]) -> Result<(), ExplainError> {
+        let ex = self.explainer.ok_or(ExplainError::NoNodeValues)?;
+        let (nf, width) = (self.n_features(), self.n_features() + 1);
+        if features.len() < nf {
+            return Err(super::ScoreError::Features { got: features.len(), need: nf }.into());
+        }
+        let need = self.explain_len();
+        if out.len() < need {
+            return Err(super::ScoreError::Outputs { got: out.len(), need }.into());
+        }
+        let out = &mut out[..need];
+        out.fill(0.0);
+        for (o, &v) in ex.expected.iter().enumerate() {
+            out[o * width + nf] = v;
+        }
+        self.with_row(features, |row| self.credit_row(ex, row, features, out));
+        Ok(())
+    }
+
+    /// Walks `row` as scoring does and adds each tree's leaf credits to `out`.
+    #[inline(never)]
+    fn credit_row(&self, ex: &Explainer, row: &[f32], inputs: &[f32], out: &mut [f64]) {
+        let nan = self.nan_walk && super::any_nan(&row[..self.n_features()]);
+        match (self.flags & (crate::artifact::layout::flags::HAS_CATEGORICAL | crate::artifact::layout::flags::HAS_RARE_TESTS) != 0, nan) {
+            (false, false) => self.credit_walk::<false, false, false>(ex, row, inputs, out),
+            (false, true) => self.credit_walk::<false, false, true>(ex, row, inputs, out),
+            (true, false) => self.credit_walk::<true, true, false>(ex, row, inputs, out),
+            (true, true) => self.credit_walk::<true, true, true>(ex, row, inputs, out),
+        }
+    }
+
+    #[inline(always)]
+    fn credit_walk<const CAT: bool, const RARE: bool, const NAN: bool>(&self, ex: &Explainer, row: &[f32], inputs: &[f32], out: &mut [f64]) {
+        let width = self.n_features() + 1;
+        let (walked, oblivious) = self.trees.split_at(self.n_walked);
+        // `Walk::build` made one start per chunk of LANES trees, the last possibly shorter.
+        for (group, start) in walked.chunks(super::LANES).zip(self.walk_groups) {
+            let roots = start.roots.map(|r| r as usize);
+            let at = self.walk_group::<CAT, RARE, NAN, { super::LANES }>(roots, start.steps, start.first_check.min(start.steps), row);
+            for (&at, _) in at.iter().zip(group) {
+                let leaf = self.walk_node(at);
+                let index = (leaf.payload & node::LEAF_INDEX_MASK) as usize;
+                add_credits(ex.credits(index), width, out);
+                if !ex.linear_credit.is_empty() {
+                    self.credit_linear(ex, index, inputs, width, out);
+                }
+            }
+        }
+        for tree in oblivious {
+            let (root, depth) = (tree.root as usize, tree.depth as usize);
+            let mut index = 0usize;
+            for k in 0..depth {
+                index |= (self.holds::<CAT, RARE, NAN>(self.nodes[root + k], row) as usize) << k;
+            }
+            let first = (self.nodes[root + depth].payload & node::LEAF_INDEX_MASK) as usize;
+            add_credits(ex.credits(first + index), width, out);
+        }
+    }
+
+    /// A linear leaf's terms to their features, and its constant's difference from its plain
+    /// value to the last split on its path (nothing where a NaN makes it its plain value).
+    fn credit_linear(&self, ex: &Explainer, index: usize, x: &[f32], width: usize, out: &mut [f64]) {
+        let leaf = self.linear_leaves[index];
+        let terms = &self.linear_terms[leaf.term_offset as usize..(leaf.term_offset + leaf.n_terms) as usize];
+        if terms.iter().any(|t| x[t.feature as usize].is_nan()) {
+            return;
+        }
+        let [to, output] = ex.linear_credit[index];
+        let output = output as usize;
+        let divisor = if self.meta.aggregate == crate::artifact::layout::aggregate::AVERAGE { self.meta.aggregate_divisor } else { 1.0 };
+        let nf = self.n_features();
+        let rest = (leaf.constant - self.leaves[index]) / divisor;
+        out[output * width + if to == u32::MAX { nf } else { to as usize }] += rest;
+        for t in terms {
+            out[output * width + t.feature as usize] += x[t.feature as usize] as f64 * t.coeff / divisor;
+        }
+    }
+}
+
+#[inline(always)]
+fn add_credits(credits: &[Credit], width: usize, out: &mut [f64]) {
+    for c in credits {
+        out[c.output as usize * width + c.feature as usize] += c.delta;
+    }
+}
+
+/// The `k` largest of `values` by magnitude (ties: the lower index first), as (index, value),
+/// into `top`; returns how many (at most `k`, `top.len()` and the count of non-zero values).
+/// Without allocating.
+pub fn top_by_magnitude(values: &[f64], k: usize, top: &mut [(u32, f64)]) -> usize {
+    let k = k.min(top.len());
+    let mut n = 0usize;
+    for (i, &v) in values.iter().enumerate() {
+        if v == 0.0 || v.is_nan() {
+            continue;
+        }
+        // Insertion into the sorted prefix top[..n].
+        let mut at = n.min(k);
+        while at > 0 && top[at - 1].1.abs() < v.abs() {
+            at -= 1;
+        }
+        if at >= k {
+            continue;
+        }
+        let end = (n + 1).min(k);
+        for j in (at + 1..end).rev() {
+            top[j] = top[j - 1];
+        }
+        top[at] = (i as u32, v);
+        n = end;
+    }
+    n
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn top_by_magnitude_keeps_the_largest_in_order() {
+        let mut top = [(0u32, 0f64); 3];
+        let n = super::top_by_magnitude(&[0.5, -2.0, 0.0, 1.0, -0.25, 3.0], 3, &mut top);
+        assert_eq!(&top[..n], &[(5, 3.0), (1, -2.0), (3, 1.0)]);
+        let n = super::top_by_magnitude(&[0.0, 0.5], 3, &mut top);
+        assert_eq!(&top[..n], &[(1, 0.5)]);
+        let n = super::top_by_magnitude(&[1.0, -1.0, 1.0], 2, &mut top);
+        assert_eq!(&top[..n], &[(0, 1.0), (1, -1.0)]);
+    }
+}
