@@ -1,6 +1,7 @@
 //! The `edgescore` CLI's library: model readers → the IR (`ir`) → the writer (`write`, laying
 //! the IR out in the format `edgescore_core::artifact::layout` defines), and the commands built
 //! on them, so tests and benches call exactly what the CLI runs.
+pub mod explain;
 pub mod features;
 pub mod inspect;
 pub mod ir;

@@ -274,6 +274,32 @@ impl<'a> TreeEnsemble<'a> {
         self.explainer.map(|_| self.covers)
     }
 
+    /// Every LEAVES value (a node's payload indexes them: `node::LEAF_INDEX_MASK`).
+    pub fn leaf_values(&self) -> &'a [f64] {
+        self.leaves
+    }
+
+    /// LEAVES entry `index`'s linear leaf, where the model has linear leaves: its constant and
+    /// terms (its plain value is `leaf_values()[index]`).
+    pub fn linear_leaf(&self, index: usize) -> Option<(f64, &'a [crate::artifact::layout::LinearTerm])> {
+        let leaf = self.linear_leaves.get(index)?;
+        Some((leaf.constant, &self.linear_terms[leaf.term_offset as usize..(leaf.term_offset + leaf.n_terms) as usize]))
+    }
+
+    /// Whether node `n`, a split of this model, sends `row` (from [`split_row`](Self::split_row))
+    /// to its yes side. For offline tools (`edgescore explain`).
+    pub fn goes_yes(&self, n: Node, row: &[f32]) -> bool {
+        self.holds::<true, true, true>(n, row)
+    }
+
+    /// The row this model's splits read: the inputs, then its CTR features and derived
+    /// columns. Allocates: for offline tools.
+    pub fn split_row(&self, x: &[f32]) -> Vec<f32> {
+        // The derived row reads the first n_features values.
+        assert!(x.len() >= self.n_features(), "a row of {} values for {} features", x.len(), self.n_features());
+        self.with_row(x, |row| row.to_vec())
+    }
+
     /// How many values [`explain`](Self::explain) writes: per output, one per input feature
     /// then the expected value.
     pub fn explain_len(&self) -> usize {
