@@ -2,6 +2,7 @@
 //! categorical hashes) are computed once and every model reads the slots it needs.
 
 use crate::artifact::ArtifactError;
+use crate::ensemble::explain::ExplainError;
 use crate::ensemble::{Model, ScoreError, TreeEnsemble};
 
 /// Why a model could not join a set.
@@ -73,6 +74,29 @@ impl ModelSet {
     /// The validated view of model `i`.
     pub fn ensemble(&self, i: usize) -> &TreeEnsemble<'_> {
         self.members[i].model.ensemble()
+    }
+
+    /// Model `i`'s path attribution on the shared vector `shared` into `out`
+    /// (`TreeEnsemble::explain`). No allocation.
+    pub fn explain(&mut self, i: usize, shared: &[f32], out: &mut [f64]) -> Result<(), ExplainError> {
+        let Some(member) = self.members.get(i) else {
+            return Err(ScoreError::NoSuchModel(i).into());
+        };
+        let need = member.need.max(self.names.len());
+        if shared.len() < need {
+            return Err(ScoreError::Features { got: shared.len(), need }.into());
+        }
+        let e = member.model.ensemble();
+        match &member.gather {
+            None => e.explain(shared, out),
+            Some(gather) => {
+                let x = &mut self.scratch[..gather.len()];
+                for (dst, &slot) in x.iter_mut().zip(gather) {
+                    *dst = shared[slot as usize];
+                }
+                e.explain(x, out)
+            }
+        }
     }
 
     /// Scores model `i` on the shared vector `shared` into `out`. No allocation.

@@ -128,3 +128,58 @@ fn the_validator_refuses_a_damaged_node_values_section() {
     unflagged[12..16].copy_from_slice(&(header_flags & !flags::HAS_NODE_VALUES).to_le_bytes());
     refuse(unflagged, "section not empty without HAS_NODE_VALUES");
 }
+
+/// The scorer's reasons: a blocked request gets them (filter state and the feature log line),
+/// an allowed one not sampled (`explain.sample` 0) gets none; a sampled allowed one does.
+mod scorer {
+    use edgescore_compile::ir::{CoverKind, Covers};
+    use edgescore_core::decision::{Edit, STATE_REASONS};
+    use edgescore_core::{HeaderMap, PluginConfig, Request, Scorer};
+    use edgescore_tests::filter_models::{artifact, base64, step_model};
+
+    /// `bot` blocks requests with fewer than 4 headers (see `step_model`), with node values.
+    fn config(extra: &str) -> String {
+        let mut ir = step_model("bot", "header_count", 4.0, 4.0);
+        // Step tree: 30 rows with few headers, 70 with more; the categorical tree adds 0.
+        ir.covers = Some(Covers { kind: CoverKind::Rows, per_tree: vec![vec![100.0, 30.0, 70.0], vec![100.0, 50.0, 50.0]] });
+        let bot = base64(&artifact(&ir));
+        format!(r#"{{"hash_key":"test-key-0123456789","filter_state":true,"models":[{{"artifact":"{bot}","threshold":0.9,"action":"block"}}]{extra}}}"#)
+    }
+
+    fn reasons_of(scorer: &mut Scorer, headers: &[(&str, &str)]) -> (Option<String>, String) {
+        let buf = HeaderMap::encode(headers);
+        let req = Request::new(HeaderMap::parse(&buf).unwrap());
+        let outcome = scorer.decide(&req, true).unwrap();
+        let state = outcome.edits.iter().find_map(|e| match e {
+            Edit::SetState(k, v) if k == STATE_REASONS => Some(String::from_utf8_lossy(v).into_owned()),
+            _ => None,
+        });
+        (state, String::from_utf8_lossy(scorer.feature_log()).into_owned())
+    }
+
+    const FEW: &[(&str, &str)] = &[(":method", "GET"), (":path", "/"), (":authority", "a")];
+    const MANY: &[(&str, &str)] = &[(":method", "GET"), (":path", "/"), (":authority", "a"), ("user-agent", "x"), ("accept", "*/*"), ("accept-language", "en"), ("accept-encoding", "gzip"), ("cookie", "a=b")];
+
+    #[test]
+    fn a_blocked_request_carries_its_reasons_and_an_allowed_one_none() {
+        let mut scorer = Scorer::new(&PluginConfig::parse(config(r#","feature_log":{"sample_rate":1}"#).as_bytes()).unwrap(), 1).unwrap();
+        let (state, line) = reasons_of(&mut scorer, FEW);
+        // Expected margin 0.3 * 4 + 0.7 * -4 = -1.6; this request's leaf is +4: +5.6.
+        assert_eq!(state.as_deref(), Some("bot:header_count=+5.600"));
+        let log: serde_json::Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(log["reasons"], serde_json::json!({"bot": {"header_count": 5.6}}), "{line}");
+        assert!(line.contains(r#""reasons":{"bot":{"header_count":5.600000}}"#), "{line}");
+        let (state, line) = reasons_of(&mut scorer, MANY);
+        assert_eq!(state, None);
+        assert!(!line.contains("reasons"), "{line}");
+        assert_eq!(scorer.reasons(), b"");
+    }
+
+    #[test]
+    fn sampled_requests_get_reasons_and_top_k_0_turns_them_off() {
+        let mut sampled = Scorer::new(&PluginConfig::parse(config(r#","explain":{"sample":1,"top_k":2}"#).as_bytes()).unwrap(), 1).unwrap();
+        assert_eq!(reasons_of(&mut sampled, MANY).0.as_deref(), Some("bot:header_count=-2.400"));
+        let mut off = Scorer::new(&PluginConfig::parse(config(r#","explain":{"top_k":0}"#).as_bytes()).unwrap(), 1).unwrap();
+        assert_eq!(reasons_of(&mut off, FEW).0, None);
+    }
+}
