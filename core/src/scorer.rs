@@ -32,8 +32,13 @@ pub struct Scorer {
 struct Reasons {
     sampler: Sampler,
     top_k: usize,
-    /// One model's credits (`TreeEnsemble::explain`), the largest model's size.
+    /// One model's credits (`TreeEnsemble::explain_leaves`), the largest model's size.
     credits: Vec<f64>,
+    /// Per model: the range of `leaves` its scoring records each tree's leaf in
+    /// (`TreeEnsemble::score_recording`), for the models reasons can name (active, with node
+    /// values); empty for the others, which are scored as usual.
+    leaf_ranges: Vec<core::ops::Range<usize>>,
+    leaves: Vec<u32>,
     /// One model's top features: (feature, credit).
     top: Vec<(u32, f64)>,
     /// The last request's reasons: (model, feature, credit), models in order.
@@ -176,6 +181,14 @@ impl Scorer {
             + 16
             + reasons_room;
         let explain_len = (0..set.len()).map(|i| set.ensemble(i).explain_len()).max().unwrap_or(0);
+        let mut leaf_ranges = Vec::with_capacity(set.len());
+        let mut n_leaves = 0;
+        for (i, p) in policies.iter().enumerate() {
+            let e = set.ensemble(i);
+            let n = if top_k > 0 && !p.shadow && e.explainer().is_some() { e.trees().len() } else { 0 };
+            leaf_ranges.push(n_leaves..n_leaves + n);
+            n_leaves += n;
+        }
         Ok(Scorer {
             on_error: cfg.on_error,
             decision: Decision::new(cfg, policies),
@@ -192,6 +205,8 @@ impl Scorer {
                 sampler: Sampler::new(cfg.explain.sample, seed ^ 0x9e37_79b9_7f4a_7c15),
                 top_k,
                 credits: vec![0.0; explain_len],
+                leaf_ranges,
+                leaves: vec![0; n_leaves],
                 top: vec![(0, 0.0); top_k],
                 items: Vec::with_capacity(n_models * top_k),
                 text: Vec::with_capacity(reasons_room),
@@ -235,7 +250,14 @@ impl Scorer {
     pub fn score(&mut self, req: &Request<'_>) -> Result<Verdict, ScoreError> {
         self.schema.compute(req, &mut self.shared);
         for (i, (p, &n)) in self.decision.models().iter().zip(&self.n_outputs).enumerate() {
-            self.set.score(i, &self.shared, &mut self.outputs[..n])?;
+            let recorded = self.reasons.leaf_ranges[i].clone();
+            if recorded.is_empty() {
+                self.set.score(i, &self.shared, &mut self.outputs[..n])?;
+            } else {
+                // The same scores, each tree's leaf kept: reasons then add up their credits
+                // without walking the trees again.
+                self.set.score_recording(i, &self.shared, &mut self.outputs[..n], &mut self.reasons.leaves[recorded])?;
+            }
             self.scores[i] = self.outputs[p.output];
         }
         let verdict = self.decision.verdict(&self.scores, self.sampler.sample());
@@ -272,10 +294,11 @@ impl Scorer {
     fn explain(&mut self, v: Verdict) {
         let r = &mut self.reasons;
         for (i, p) in self.decision.models().iter().enumerate() {
-            if p.shadow || v.by.is_some_and(|by| by != i) || self.set.ensemble(i).explainer().is_none() {
+            let recorded = r.leaf_ranges[i].clone();
+            if recorded.is_empty() || v.by.is_some_and(|by| by != i) {
                 continue;
             }
-            if self.set.explain(i, &self.shared, &mut r.credits).is_err() {
+            if self.set.explain_leaves(i, &self.shared, &r.leaves[recorded], &mut r.credits).is_err() {
                 continue;
             }
             let e = self.set.ensemble(i);

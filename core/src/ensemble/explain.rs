@@ -309,10 +309,98 @@ impl<'a> TreeEnsemble<'a> {
     /// Path attribution of one row: `out[o * (n_features + 1) + f]` receives input `f`'s
     /// credit for output `o`'s margin, `out[o * (n_features + 1) + n_features]` the expected
     /// margin; each output's values add up to its margin (as [`margins`](Self::margins)
-    /// computes it, to rounding). Allocates nothing.
+    /// computes it, to rounding). Walks the trees again: a row already scored with
+    /// [`score_recording`](Self::score_recording) takes [`explain_leaves`](Self::explain_leaves)
+    /// instead. Allocates nothing.
     pub fn explain(&self, features: &[f32], out: &mut [f64]) -> Result<(), ExplainError> {
+        let ex = self.explain_start(features, out)?;
+        let width = self.n_features() + 1;
+        self.with_row(features, |row| {
+            self.for_each_leaf(row, |_, index| {
+                add_credits(ex.credits(index), width, out);
+                if !ex.linear_credit.is_empty() {
+                    self.credit_linear(ex, index, features, width, out);
+                }
+            })
+        });
+        Ok(())
+    }
+
+    /// As [`score`](Self::score), the same outputs bit for bit, and `leaves[t]` receives the
+    /// LEAVES index of the leaf tree `t` (in TREES order) reached: what
+    /// [`explain_leaves`](Self::explain_leaves) needs to explain the row without walking it
+    /// again. The walk of [`explain`](Self::explain), which records each tree's leaf as it
+    /// adds it. `leaves` has at least one slot per tree. Allocates nothing.
+    pub fn score_recording(&self, features: &[f32], out: &mut [f32], leaves: &mut [u32]) -> Result<(), super::ScoreError> {
+        let n_out = self.n_outputs();
+        if features.len() < self.n_features() {
+            return Err(super::ScoreError::Features { got: features.len(), need: self.n_features() });
+        }
+        if out.len() < n_out {
+            return Err(super::ScoreError::Outputs { got: out.len(), need: n_out });
+        }
+        if leaves.len() < self.trees.len() {
+            return Err(super::ScoreError::Outputs { got: leaves.len(), need: self.trees.len() });
+        }
+        let mut small = [0f64; 4];
+        let mut large;
+        let acc = if n_out <= small.len() {
+            &mut small[..n_out]
+        } else {
+            large = [0f64; crate::MAX_OUTPUTS];
+            &mut large[..n_out]
+        };
+        let linear = !self.linear_leaves.is_empty();
+        self.with_row(features, |row| {
+            self.for_each_leaf(row, |t, index| {
+                leaves[t] = index as u32;
+                // In tree order, as the scoring walk adds them (see `walk`).
+                let tree = &self.trees[t];
+                if tree.output == VECTOR_OUTPUT {
+                    for (o, a) in acc.iter_mut().enumerate() {
+                        *a += self.leaves[index + o];
+                    }
+                } else if linear {
+                    acc[tree.output as usize] += self.linear_value_at(index, row);
+                } else {
+                    acc[tree.output as usize] += self.leaves[index];
+                }
+            })
+        });
+        self.finish(acc, true);
+        for (o, v) in out.iter_mut().zip(acc.iter()) {
+            *o = *v as f32;
+        }
+        Ok(())
+    }
+
+    /// [`explain`](Self::explain) of a row [`score_recording`](Self::score_recording) scored
+    /// into `leaves`: only each tree's leaf's credits added up (and linear leaves' terms,
+    /// which read `features`). Allocates nothing.
+    pub fn explain_leaves(&self, leaves: &[u32], features: &[f32], out: &mut [f64]) -> Result<(), ExplainError> {
+        let ex = self.explain_start(features, out)?;
+        if leaves.len() < self.trees.len() {
+            return Err(super::ScoreError::Outputs { got: leaves.len(), need: self.trees.len() }.into());
+        }
+        let width = self.n_features() + 1;
+        for &index in &leaves[..self.trees.len()] {
+            let index = index as usize;
+            if index >= self.leaves.len() {
+                // Not a leaf of this model: `leaves` was recorded for another.
+                return Err(super::ScoreError::Outputs { got: index, need: self.leaves.len() }.into());
+            }
+            add_credits(ex.credits(index), width, out);
+            if !ex.linear_credit.is_empty() {
+                self.credit_linear(ex, index, features, width, out);
+            }
+        }
+        Ok(())
+    }
+
+    /// The checks both explanations make, and `out` reset to the expected values.
+    fn explain_start(&self, features: &[f32], out: &mut [f64]) -> Result<&'a Explainer, ExplainError> {
         let ex = self.explainer.ok_or(ExplainError::NoNodeValues)?;
-        let (nf, width) = (self.n_features(), self.n_features() + 1);
+        let nf = self.n_features();
         if features.len() < nf {
             return Err(super::ScoreError::Features { got: features.len(), need: nf }.into());
         }
@@ -320,52 +408,46 @@ impl<'a> TreeEnsemble<'a> {
         if out.len() < need {
             return Err(super::ScoreError::Outputs { got: out.len(), need }.into());
         }
-        let out = &mut out[..need];
-        out.fill(0.0);
+        out[..need].fill(0.0);
         for (o, &v) in ex.expected.iter().enumerate() {
-            out[o * width + nf] = v;
+            out[o * (nf + 1) + nf] = v;
         }
-        self.with_row(features, |row| self.credit_row(ex, row, features, out));
-        Ok(())
+        Ok(ex)
     }
 
-    /// Walks `row` as scoring does and adds each tree's leaf credits to `out`.
-    #[inline(never)]
-    fn credit_row(&self, ex: &Explainer, row: &[f32], inputs: &[f32], out: &mut [f64]) {
+    /// Calls `leaf(t, index)` for every tree `t`, in TREES order, with the LEAVES index of the
+    /// leaf `row` (the split row, `with_row`) reaches: the walked trees in lockstep groups (as
+    /// scoring walks them), then the oblivious ones.
+    #[inline(always)]
+    fn for_each_leaf(&self, row: &[f32], leaf: impl FnMut(usize, usize)) {
         let nan = self.nan_walk && super::any_nan(&row[..self.n_features()]);
-        match (self.flags & (crate::artifact::layout::flags::HAS_CATEGORICAL | crate::artifact::layout::flags::HAS_RARE_TESTS) != 0, nan) {
-            (false, false) => self.credit_walk::<false, false, false>(ex, row, inputs, out),
-            (false, true) => self.credit_walk::<false, false, true>(ex, row, inputs, out),
-            (true, false) => self.credit_walk::<true, true, false>(ex, row, inputs, out),
-            (true, true) => self.credit_walk::<true, true, true>(ex, row, inputs, out),
+        let general = self.flags & (crate::artifact::layout::flags::HAS_CATEGORICAL | crate::artifact::layout::flags::HAS_RARE_TESTS) != 0;
+        match (general, nan) {
+            (false, false) => self.leaves_walk::<false, false, false>(row, leaf),
+            (false, true) => self.leaves_walk::<false, false, true>(row, leaf),
+            (true, false) => self.leaves_walk::<true, true, false>(row, leaf),
+            (true, true) => self.leaves_walk::<true, true, true>(row, leaf),
         }
     }
 
     #[inline(always)]
-    fn credit_walk<const CAT: bool, const RARE: bool, const NAN: bool>(&self, ex: &Explainer, row: &[f32], inputs: &[f32], out: &mut [f64]) {
-        let width = self.n_features() + 1;
+    fn leaves_walk<const CAT: bool, const RARE: bool, const NAN: bool>(&self, row: &[f32], mut leaf: impl FnMut(usize, usize)) {
         let (walked, oblivious) = self.trees.split_at(self.n_walked);
         // `Walk::build` made one start per chunk of LANES trees, the last possibly shorter.
-        for (group, start) in walked.chunks(super::LANES).zip(self.walk_groups) {
+        for (g, (group, start)) in walked.chunks(super::LANES).zip(self.walk_groups).enumerate() {
             let roots = start.roots.map(|r| r as usize);
             let at = self.walk_group::<CAT, RARE, NAN, { super::LANES }>(roots, start.steps, start.first_check.min(start.steps), row);
-            for (&at, _) in at.iter().zip(group) {
-                let leaf = self.walk_node(at);
-                let index = (leaf.payload & node::LEAF_INDEX_MASK) as usize;
-                add_credits(ex.credits(index), width, out);
-                if !ex.linear_credit.is_empty() {
-                    self.credit_linear(ex, index, inputs, width, out);
-                }
+            for (k, (&at, _)) in at.iter().zip(group).enumerate() {
+                leaf(g * super::LANES + k, (self.walk_node(at).payload & node::LEAF_INDEX_MASK) as usize);
             }
         }
-        for tree in oblivious {
+        for (k, tree) in oblivious.iter().enumerate() {
             let (root, depth) = (tree.root as usize, tree.depth as usize);
             let mut index = 0usize;
-            for k in 0..depth {
-                index |= (self.holds::<CAT, RARE, NAN>(self.nodes[root + k], row) as usize) << k;
+            for level in 0..depth {
+                index |= (self.holds::<CAT, RARE, NAN>(self.nodes[root + level], row) as usize) << level;
             }
-            let first = (self.nodes[root + depth].payload & node::LEAF_INDEX_MASK) as usize;
-            add_credits(ex.credits(first + index), width, out);
+            leaf(self.n_walked + k, (self.nodes[root + depth].payload & node::LEAF_INDEX_MASK) as usize + index);
         }
     }
 

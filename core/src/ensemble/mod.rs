@@ -204,6 +204,17 @@ impl<'a> TreeEnsemble<'a> {
             &mut large[..n_out]
         };
         self.accumulate(features, acc);
+        self.finish(acc, apply_link);
+        for (i, v) in acc.iter().enumerate() {
+            put(i, *v);
+        }
+        Ok(())
+    }
+
+    /// The trees' sums `acc` → margins (the base, an average's divisor) → outputs (the link,
+    /// with `apply_link`), in place.
+    #[inline(always)]
+    pub(crate) fn finish(&self, acc: &mut [f64], apply_link: bool) {
         let divisor = if self.meta.aggregate == aggregate::AVERAGE { self.meta.aggregate_divisor } else { 1.0 };
         for (a, b) in acc.iter_mut().zip(self.base) {
             // Division only when averaging: `x / 1.0` is exact, but skip it to keep sums bitwise.
@@ -219,10 +230,6 @@ impl<'a> TreeEnsemble<'a> {
             };
             link.apply(acc);
         }
-        for (i, v) in acc.iter().enumerate() {
-            put(i, *v);
-        }
-        Ok(())
     }
 
     /// The feature a split on `split_feature` tests, numbered inputs then CTR features: a
@@ -551,10 +558,16 @@ impl<'a> TreeEnsemble<'a> {
     /// NaN among the leaf's features and the leaf is worth its plain output instead.
     #[inline(always)]
     fn linear_value(&self, leaf: Node, x: &[f32]) -> f64 {
+        self.linear_value_at((leaf.payload & node::LEAF_INDEX_MASK) as usize, x)
+    }
+
+    /// [`linear_value`](Self::linear_value) of the leaf at LEAVES index `index`.
+    #[inline(always)]
+    pub(crate) fn linear_value_at(&self, index: usize, x: &[f32]) -> f64 {
         // SAFETY: validation checks LINEAR_LEAVES has one entry per leaf, every term range lies
-        // in LINEAR_TERMS and every term's feature is < n_features <= x.len().
+        // in LINEAR_TERMS and every term's feature is < n_features <= x.len(); callers pass a
+        // leaf's LEAVES index.
         unsafe {
-            let index = (leaf.payload & node::LEAF_INDEX_MASK) as usize;
             let leaf = self.linear_leaves.get_unchecked(index);
             let terms = self.linear_terms.get_unchecked(leaf.term_offset as usize..(leaf.term_offset + leaf.n_terms) as usize);
             let mut value = leaf.constant;
