@@ -128,7 +128,8 @@ impl Scorer {
             let i = served.policy;
             let Some(m) = cfg.models.get(i) else { return Err(ConfigError::new("models", format!("no model {i}"))) };
             let field = format!("models[{i}].artifact");
-            let model = served.model;
+            // Reasons never name a shadow model, nor any with `top_k` 0: no tables for them.
+            let model = if cfg.explain.top_k == 0 || served.shadow { served.model.without_explainer() } else { served.model };
             let e = model.ensemble();
             let gather = schema.admit(&e).map_err(|err| ConfigError::new(&field, format!("model `{}`: {err}", e.name())))?;
             let n_outputs = e.n_outputs();

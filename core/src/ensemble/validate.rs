@@ -108,6 +108,18 @@ impl Model {
         Model::from_owned(o)
     }
 
+    /// This model without path attribution's tables (`explain.rs`), for a scorer that gives
+    /// no reasons for it: their memory (`Explainer::bytes`) freed. The artifact keeps its
+    /// node values.
+    pub fn without_explainer(self) -> Model {
+        if self.cell.borrow_owner().explainer.is_none() {
+            return self;
+        }
+        let mut o = self.cell.into_owner();
+        o.explainer = None;
+        Model::from_owned(o)
+    }
+
     pub fn as_bytes(&self) -> &[u8] {
         self.cell.borrow_owner().as_bytes()
     }
