@@ -94,12 +94,11 @@ impl<'a> Shap<'a> {
                 // Children come after their parents: covers bottom-up, node i at i − root.
                 out.resize(end - root, ShapNode::Leaf { index: 0, cover: 0.0, last: None });
                 let mut last = vec![None; end - root];
-                for i in root..end {
-                    let n = nodes[i];
+                for n in &nodes[root..end] {
                     if n.flags & node::LEAF == 0 {
                         let (yes, no) = (n.left as usize - root, n.left as usize + 1 - root);
-                        last[yes] = Some(feature_of(&n));
-                        last[no] = Some(feature_of(&n));
+                        last[yes] = Some(feature_of(n));
+                        last[no] = Some(feature_of(n));
                     }
                 }
                 for i in (root..end).rev() {
@@ -150,9 +149,7 @@ impl<'a> Shap<'a> {
             let own = &phi[o * (nf + n_ctr)..(o + 1) * (nf + n_ctr)];
             out[o * (nf + 1)..o * (nf + 1) + nf].copy_from_slice(&own[..nf]);
             for k in 0..n_ctr {
-                let mut sources: Vec<u32> = e.ctr_parts(k).iter().map(|p| p.feature).collect();
-                sources.sort_unstable();
-                sources.dedup();
+                let sources = edgescore_core::ensemble::explain::ctr_sources(e.ctr_parts(k));
                 for &s in &sources {
                     out[o * (nf + 1) + s as usize] += own[nf + k] / sources.len() as f64;
                 }

@@ -292,12 +292,16 @@ fn numeric_le(threshold: f64) -> Test {
 
 /// One tree, and the categorical features its bitsets use: (feature, one past the largest
 /// category), merged into the feature table by the caller (trees are read in parallel).
+/// One tree as read: its IR, (feature, category count) of its categorical splits, and its
+/// nodes' covers (internal nodes, then leaves) where the file has them.
+type ReadTree = (Tree, Vec<(usize, u64)>, Option<Vec<f64>>);
+
 fn read_tree(
     t: usize,
     block: &HashMap<&str, &str>,
     n_outputs: usize,
     n_features: usize,
-) -> Result<(Tree, Vec<(usize, u64)>, Option<Vec<f64>>), ReadError> {
+) -> Result<ReadTree, ReadError> {
     let mut categorical = Vec::new();
     let output = (t % n_outputs) as u32;
     let n_leaves = tree_int(t, block, "num_leaves")?.ok_or_else(|| tree_err(t, "missing `num_leaves`"))?;

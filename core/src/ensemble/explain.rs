@@ -5,10 +5,11 @@
 //!
 //! Everything that depends on the model alone is done here, once, at load ([`Explainer`]):
 //! every node's expected value (the cover-weighted mean of its leaves, from NODE_VALUES), and
-//! for every leaf the (feature, credit) pairs of its path, merged per feature. An explained
-//! row then walks the trees as scoring does and adds up its leaves' pairs
-//! ([`TreeEnsemble::explain`]): at most one pair per distinct feature on each path, into the
-//! caller's buffer, without allocating.
+//! for every leaf the (feature, credit) pairs of its path, merged per feature. The filter scores
+//! a model it may explain with [`TreeEnsemble::score_recording`] (the same scores, each tree's
+//! leaf kept); an explained request then only adds up its leaves' pairs
+//! ([`TreeEnsemble::explain_leaves`]): at most one pair per distinct feature on each path, into
+//! the caller's buffer, without allocating. [`TreeEnsemble::explain`] walks the row itself.
 //!
 //! What is credited to which feature: a split on a NaN-low or zero-as-missing column to its
 //! input; a split on a CatBoost CTR feature to the CTR's source features, in equal shares; a
@@ -16,7 +17,7 @@
 //! and its plain value (the node values use the plain value) to the last split on its path.
 
 use super::TreeEnsemble;
-use crate::artifact::layout::{node, tree_layout, CtrFeature, CtrPart, Meta, Node, NodeValuesHeader, TreeSpec, VECTOR_OUTPUT};
+use crate::artifact::layout::{node, tree_layout, CtrPart, Meta, Node, NodeValuesHeader, TreeSpec, VECTOR_OUTPUT};
 use crate::artifact::CoverKind;
 
 /// One credit of a leaf's path: `delta` (already divided by an averaging model's divisor) to
@@ -44,7 +45,7 @@ pub struct Explainer {
     linear_credit: Vec<[u32; 2]>,
 }
 
-/// Where node `i` of a NODES tree sends the row: `left` (yes) or `left + 1`.
+/// A NODES split's children: `left` (yes) and `left + 1` (no).
 fn children(n: &Node) -> [usize; 2] {
     [n.left as usize, n.left as usize + 1]
 }
@@ -63,7 +64,7 @@ impl Explainer {
         let mut per_leaf: Vec<Vec<Credit>> = vec![Vec::new(); e.leaves.len()];
         let linear = !e.linear_leaves.is_empty();
         let mut linear_credit = if linear { vec![[u32::MAX, 0]; e.leaves.len()] } else { Vec::new() };
-        let credit = Credits::new(e);
+        let credit = SplitInputs { e };
         for tree in e.trees {
             if tree.layout == tree_layout::OBLIVIOUS {
                 oblivious(e, tree, covers, divisor, &credit, &mut expected, &mut per_leaf);
@@ -107,43 +108,36 @@ impl Explainer {
     }
 }
 
-/// Which inputs a split feature's credit goes to, in equal shares (see the module's comment).
-pub(crate) struct Credits<'a> {
-    n_features: usize,
-    ctr_features: &'a [CtrFeature],
-    ctr_parts: &'a [CtrPart],
+/// Which inputs a split's credit goes to, in equal shares (see the module's comment).
+struct SplitInputs<'a> {
     e: &'a TreeEnsemble<'a>,
 }
 
-impl<'a> Credits<'a> {
-    fn new(e: &'a TreeEnsemble<'a>) -> Credits<'a> {
-        Credits { n_features: e.n_features(), ctr_features: e.ctr_features, ctr_parts: e.ctr_parts, e }
-    }
-
+impl SplitInputs<'_> {
     /// Appends (input, share) for a split on `split_feature`.
     fn inputs(&self, split_feature: u16, out: &mut Vec<(u32, f64)>) {
-        let f = self.e.tested_feature(split_feature);
-        if f < self.n_features {
+        let (f, nf) = (self.e.tested_feature(split_feature), self.e.n_features());
+        if f < nf {
             out.push((f as u32, 1.0));
             return;
         }
-        let sources = ctr_sources(self.ctr_features, self.ctr_parts, f - self.n_features);
+        let sources = ctr_sources(self.e.ctr_parts(f - nf));
         let share = 1.0 / sources.len().max(1) as f64;
         out.extend(sources.into_iter().map(|s| (s, share)));
     }
 }
 
-/// The distinct input features CTR feature `k`'s projection reads, ascending.
-pub fn ctr_sources(ctr_features: &[CtrFeature], ctr_parts: &[CtrPart], k: usize) -> Vec<u32> {
-    let Some(c) = ctr_features.get(k) else { return Vec::new() };
-    let mut sources: Vec<u32> = ctr_parts[c.part_offset as usize..(c.part_offset + c.n_parts) as usize].iter().map(|p| p.feature).collect();
+/// The distinct input features a CTR feature's projection (its `parts`) reads, ascending:
+/// those its credit is shared among.
+pub fn ctr_sources(parts: &[CtrPart]) -> Vec<u32> {
+    let mut sources: Vec<u32> = parts.iter().map(|p| p.feature).collect();
     sources.sort_unstable();
     sources.dedup();
     sources
 }
 
 /// Adds `delta` for a split on `split_feature` to `path`, merging per (input, output).
-fn push_credit(credit: &Credits, split_feature: u16, output: u32, delta: f64, path: &mut Vec<Credit>) {
+fn push_credit(credit: &SplitInputs, split_feature: u16, output: u32, delta: f64, path: &mut Vec<Credit>) {
     let mut shares = Vec::new();
     credit.inputs(split_feature, &mut shares);
     for (feature, share) in shares {
@@ -158,7 +152,7 @@ fn push_credit(credit: &Credits, split_feature: u16, output: u32, delta: f64, pa
 /// leaf's path top-down.
 #[allow(clippy::too_many_arguments)]
 fn node_tree(
-    e: &TreeEnsemble, meta: &Meta, tree: &TreeSpec, covers: &[f32], divisor: f64, credit: &Credits, expected: &mut [f64],
+    e: &TreeEnsemble, meta: &Meta, tree: &TreeSpec, covers: &[f32], divisor: f64, credit: &SplitInputs, expected: &mut [f64],
     per_leaf: &mut [Vec<Credit>], linear_credit: &mut [[u32; 2]],
 ) {
     let (root, end) = (tree.root as usize, tree.end as usize);
@@ -226,7 +220,7 @@ fn node_tree(
 
 /// An oblivious tree of depth d: the node after k levels holds the leaves whose low k index
 /// bits the row's k tests set; its expected value is theirs, weighted by their covers.
-fn oblivious(e: &TreeEnsemble, tree: &TreeSpec, covers: &[f32], divisor: f64, credit: &Credits, expected: &mut [f64], per_leaf: &mut [Vec<Credit>]) {
+fn oblivious(e: &TreeEnsemble, tree: &TreeSpec, covers: &[f32], divisor: f64, credit: &SplitInputs, expected: &mut [f64], per_leaf: &mut [Vec<Credit>]) {
     let (root, depth) = (tree.root as usize, tree.depth as usize);
     let first = (e.nodes[root + depth].payload & node::LEAF_INDEX_MASK) as usize;
     let size = 1usize << depth;

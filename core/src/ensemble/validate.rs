@@ -513,7 +513,7 @@ fn check_node_values(meta: &Meta, declared: bool, bytes: &[u8], e: &SectionEntry
     }
     for (t, tree) in trees.iter().enumerate() {
         let total: f64 = leaf_ranges(meta, tree, nodes).map(|r| covers[r].iter().map(|&c| c as f64).sum::<f64>()).sum();
-        if !(total > 0.0) {
+        if total.is_nan() || total <= 0.0 {
             return Err(E::Tree { tree: t, reason: "its leaves' covers sum to 0" });
         }
     }

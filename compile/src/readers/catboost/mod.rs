@@ -96,6 +96,10 @@ struct FloatSplitInfo {
     nan_yes: bool,
 }
 
+/// One CatBoost tree as read: a tree per output, (feature, buckets) its one-hot splits saw,
+/// and its leaves' covers where the file has them.
+type ExpandedTree = (Vec<Tree>, Vec<(usize, u32)>, Option<Vec<f64>>);
+
 pub fn read(bytes: &[u8]) -> Result<ModelIr, ReadError> {
     let model: Model = if cbm::is_cbm(bytes) { cbm::to_model(bytes)? } else { document::from_json(bytes)? };
     let Some(oblivious) = model.oblivious_trees else {
@@ -224,7 +228,7 @@ pub fn read(bytes: &[u8]) -> Result<ModelIr, ReadError> {
 
     // Trees are read on every core; the first error in tree order is reported. One-hot
     // splits report (feature, buckets) for the feature table, merged after.
-    let expanded: Vec<Result<(Vec<Tree>, Vec<(usize, u32)>, Option<Vec<f64>>), ReadError>> = oblivious
+    let expanded: Vec<Result<ExpandedTree, ReadError>> = oblivious
         .par_iter()
         .enumerate()
         .map(|(t, tree)| {

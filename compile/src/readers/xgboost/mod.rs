@@ -316,6 +316,10 @@ pub(super) fn deserialize<'a, T: Deserialize<'a>>(bytes: &'a [u8]) -> Result<T, 
     }
 }
 
+/// One tree as read: its IR, the largest category each categorical split tests (feature,
+/// code), and its nodes' covers where the file has them.
+type ReadTree = (Tree, Vec<(usize, u32)>, Option<Vec<f64>>);
+
 pub fn read(bytes: &[u8]) -> Result<ModelIr, ReadError> {
     let doc: Document = deserialize(bytes)?;
     let learner = doc.learner;
@@ -370,7 +374,7 @@ pub fn read(bytes: &[u8]) -> Result<ModelIr, ReadError> {
     let mut max_category = vec![None::<u32>; n_features];
 
     // Trees are independent: read on every core; the first error in tree order is reported.
-    let read: Vec<Result<(Tree, Vec<(usize, u32)>, Option<Vec<f64>>), ReadError>> = trees
+    let read: Vec<Result<ReadTree, ReadError>> = trees
         .par_iter()
         .enumerate()
         .map(|(t, source)| {
