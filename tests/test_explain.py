@@ -7,13 +7,16 @@ values (`treeshap`), in margin space. Checked here, within 1e-5:
 - `saabas` equals XGBoost's `predict(pred_contribs=True, approx_contribs=True)` (the same
   path attribution) on the reference XGBoost model (300 trees, depth 6) and on fixtures;
 - `treeshap` equals XGBoost's `predict(pred_contribs=True)` and LightGBM's
-  `predict(pred_contrib=True)` on the reference models and on fixtures (multiclass too);
+  `predict(pred_contrib=True)` on the reference models and on fixtures (multiclass too), and
+  CatBoost's `ShapValues` on its fixtures without CTRs (which read an oblivious tree with its
+  last level at the root, as edgescore does);
 - every line adds up to the margin `edgescore score --raw` prints.
 """
 
 from __future__ import annotations
 
 import io
+import json
 import os
 import subprocess
 from pathlib import Path
@@ -121,6 +124,24 @@ def test_lightgbm_treeshap(model, rows, n_outputs):
     exact = lightgbm_contribs(model, rows, n_outputs)
     table = explain(model, rows)
     assert_close(f"{model} treeshap vs pred_contrib", ours(table, "treeshap", n_outputs), exact)
+
+
+def catboost_contribs(model: Path, rows: Path, n_outputs: int) -> np.ndarray:
+    import catboost
+
+    m = catboost.CatBoost()
+    m.load_model(str(model), format="json")
+    x = pd.read_csv(rows)[m.feature_names_].to_numpy(dtype=np.float32)
+    c = np.asarray(m.get_feature_importance(catboost.Pool(x), type="ShapValues"))
+    return c.reshape(x.shape[0], n_outputs, -1)
+
+
+@pytest.mark.parametrize("name", ["catboost_binary", "catboost_regression", "catboost_multiclass"])
+def test_catboost_treeshap(name):
+    model, rows = MODELS / name / "model.json", MODELS / name / "rows.csv"
+    n_outputs = json.loads((MODELS / name / "meta.json").read_text())["n_outputs"]
+    exact = catboost_contribs(model, rows, n_outputs)
+    assert_close(f"{model} treeshap vs ShapValues", ours(explain(model, rows), "treeshap", n_outputs), exact)
 
 
 def test_a_model_without_node_values_is_refused_with_a_clear_error(tmp_path):

@@ -3,7 +3,8 @@
 //! Algorithm 2: path-dependent, weighted by the covers of NODE_VALUES), both in margin space.
 //!
 //! TreeSHAP runs over the artifact's trees: a NODES tree as it is, an oblivious tree as the
-//! binary tree it stands for (the node after k levels holds the leaves its k tests select).
+//! binary tree it stands for, its last level at the root as CatBoost reads it (the node after
+//! k levels holds the leaves its k tests select).
 //! A split on a derived column counts as a split on its input, one on a CatBoost CTR feature
 //! as a split on that CTR, whose value is then shared equally among its source features. A
 //! linear leaf's terms and the difference of its constant from its plain value are credited
@@ -75,18 +76,23 @@ impl<'a> Shap<'a> {
             if tree.layout == tree_layout::OBLIVIOUS {
                 let depth = tree.depth as usize;
                 let first = (nodes[root + depth].payload & node::LEAF_INDEX_MASK) as usize;
-                // Node (k, b) at `(1 << k) - 1 + b`; its children (k + 1, b) and (k + 1, b | 1 << k).
+                // The last level at the root, as CatBoost reads the tree (its SHAP values agree):
+                // node (k, b), at `(1 << k) - 1 + b`, tests level d − 1 − k; bit j of b is the
+                // test of level d − 1 − j, so leaf b of the last row is table entry `rev(b)`.
+                // Its children are (k + 1, b) and (k + 1, b | 1 << k).
                 let at = |k: usize, b: usize| (1usize << k) - 1 + b;
                 out.resize((1usize << (depth + 1)) - 1, ShapNode::Leaf { index: 0, cover: 0.0, last: None });
+                let rev = |b: usize| (0..depth).fold(0usize, |acc, j| acc | ((b >> j) & 1) << (depth - 1 - j));
                 for b in 0..1usize << depth {
-                    let last = depth.checked_sub(1).map(|k| feature_of(&nodes[root + k]));
-                    out[at(depth, b)] = ShapNode::Leaf { index: first + b, cover: covers[first + b] as f64, last };
+                    let last = depth.checked_sub(1).map(|_| feature_of(&nodes[root]));
+                    let leaf = first + rev(b);
+                    out[at(depth, b)] = ShapNode::Leaf { index: leaf, cover: covers[leaf] as f64, last };
                 }
                 for k in (0..depth).rev() {
                     for b in 0..1usize << k {
                         let (no, yes) = (at(k + 1, b), at(k + 1, b | 1 << k));
                         let cover = out[no].cover() + out[yes].cover();
-                        let test = nodes[root + k];
+                        let test = nodes[root + depth - 1 - k];
                         out[at(k, b)] = ShapNode::Split { test, feature: feature_of(&test), yes, no, cover };
                     }
                 }
@@ -187,6 +193,11 @@ struct Walk<'r> {
 
 impl Walk<'_> {
     fn recurse(&mut self, i: usize, parent: &[PathElement], zero: f64, one: f64, feature: usize) {
+        if zero == 0.0 && one == 0.0 {
+            // A side neither the row nor any training data (cover 0, CatBoost's empty leaves)
+            // reaches: it adds exactly nothing, and unwinding it would divide by 0.
+            return;
+        }
         let mut path = parent.to_vec();
         extend(&mut path, zero, one, feature);
         let depth = path.len() - 1;

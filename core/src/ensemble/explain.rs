@@ -218,19 +218,22 @@ fn node_tree(
     }
 }
 
-/// An oblivious tree of depth d: the node after k levels holds the leaves whose low k index
-/// bits the row's k tests set; its expected value is theirs, weighted by their covers.
+/// An oblivious tree of depth d, read as CatBoost reads it (its own SHAP values agree): the
+/// last level at the root, so the node after k levels holds the leaves whose high k index
+/// bits the row's tests of levels d − 1 … d − k set; its expected value is theirs, weighted by
+/// their covers.
 fn oblivious(e: &TreeEnsemble, tree: &TreeSpec, covers: &[f32], divisor: f64, credit: &SplitInputs, expected: &mut [f64], per_leaf: &mut [Vec<Credit>]) {
     let (root, depth) = (tree.root as usize, tree.depth as usize);
     let first = (e.nodes[root + depth].payload & node::LEAF_INDEX_MASK) as usize;
     let size = 1usize << depth;
-    // level[k][b]: (weight, value) of the node after k levels with low bits b.
+    // level[k][b]: (cover, expected value) of the node after k levels, whose leaves `i` have
+    // `i >> (depth - k) == b`.
     let mut level: Vec<Vec<(f64, f64)>> = vec![Vec::new(); depth + 1];
     level[depth] = (0..size).map(|i| (covers[first + i] as f64, e.leaves[first + i])).collect();
     for k in (0..depth).rev() {
         level[k] = (0..1usize << k)
             .map(|b| {
-                let (lo, hi) = (level[k + 1][b], level[k + 1][b | 1 << k]);
+                let (lo, hi) = (level[k + 1][2 * b], level[k + 1][2 * b + 1]);
                 let w = lo.0 + hi.0;
                 (w, if w > 0.0 { (lo.0 * lo.1 + hi.0 * hi.1) / w } else { (lo.1 + hi.1) / 2.0 })
             })
@@ -241,8 +244,8 @@ fn oblivious(e: &TreeEnsemble, tree: &TreeSpec, covers: &[f32], divisor: f64, cr
     for i in 0..size {
         path.clear();
         for k in 0..depth {
-            let delta = (level[k + 1][i & ((1 << (k + 1)) - 1)].1 - level[k][i & ((1 << k) - 1)].1) / divisor;
-            push_credit(credit, e.nodes[root + k].feature, tree.output, delta, &mut path);
+            let delta = (level[k + 1][i >> (depth - k - 1)].1 - level[k][i >> (depth - k)].1) / divisor;
+            push_credit(credit, e.nodes[root + depth - 1 - k].feature, tree.output, delta, &mut path);
         }
         per_leaf[first + i] = path.clone();
     }
