@@ -43,7 +43,7 @@ struct Reasons {
     top: Vec<(u32, f64)>,
     /// The last request's reasons: (model, feature, credit), models in order.
     items: Vec<(u32, u32, f64)>,
-    /// The same as text, for filter state (`bot:ua.family=+1.234,header.count=-0.402`).
+    /// The same as text, for filter state (`bot:ua_family=+1.234,header_count=-0.402`).
     text: Vec<u8>,
 }
 
@@ -282,7 +282,7 @@ impl Scorer {
         Ok(self.decision.decide(&req.headers, &self.scores, verdict, &self.log_line, &self.reasons.text, end_of_stream))
     }
 
-    /// The reasons of the last request, when it had any (`bot:ua.family=+1.234,…`, models
+    /// The reasons of the last request, when it had any (`bot:ua_family=+1.234,…`, models
     /// separated by `;`): empty otherwise.
     pub fn reasons(&self) -> &[u8] {
         &self.reasons.text

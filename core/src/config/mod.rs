@@ -111,7 +111,7 @@ pub struct FeatureLogConfig {
 /// Reasons (path attribution over the trees the request walked: each split's change in its
 /// node's expected value, credited to the split's feature) for every blocked request and for a
 /// sample of the others, written to filter state (`wasm.edgescore.reasons`) and to the feature
-/// log line: `bot:ua.family=+1.234,header.count=-0.402`. Models compiled without node values
+/// log line: `bot:ua_family=+1.234,header_count=-0.402`. Models compiled without node values
 /// give none.
 #[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
