@@ -29,6 +29,7 @@ fn explain(c: &mut Criterion) {
             compile(&path).unwrap_or_else(|e| panic!("{}: {e:#}", path.display()))
         };
         let rows = rows(&rows_path, &model).unwrap();
+        let model = model.with_explainer();
         let e = model.ensemble();
         assert!(e.explainer().is_some(), "{}: compiled without node values", path.display());
         let mut out = vec![0f32; e.n_outputs()];

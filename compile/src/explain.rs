@@ -62,7 +62,7 @@ const NO_FEATURE: usize = usize::MAX;
 
 impl<'a> Shap<'a> {
     pub fn new(e: &'a TreeEnsemble<'a>) -> Result<Shap<'a>> {
-        let Some(covers) = e.leaf_covers() else {
+        let Some((_, covers)) = e.leaf_covers() else {
             bail!("{} has no node values (compiled with --no-node-values, or for a format below 6): nothing to explain with", e.name())
         };
         let meta = e.meta();

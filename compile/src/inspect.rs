@@ -46,7 +46,8 @@ pub struct NodeValues {
     pub covers: String,
     /// The section's bytes in the artifact (part of `size_bytes`).
     pub section_bytes: usize,
-    /// Path attribution's tables, built at load: memory in each loaded copy.
+    /// Path attribution's tables, built at load where reasons are on: memory in each loaded
+    /// copy that gives reasons.
     pub explain_bytes: usize,
 }
 
@@ -123,10 +124,10 @@ pub fn report(e: &TreeEnsemble) -> Report {
         size_bytes: e.size_bytes(),
         walk_bytes: e.walk_bytes(),
         bitvectors: e.bitvectors_size(),
-        node_values: e.explainer().map(|x| NodeValues {
-            covers: x.cover_kind().describe().to_string(),
-            section_bytes: core::mem::size_of::<edgescore_core::artifact::layout::NodeValuesHeader>() + 4 * e.leaf_covers().map_or(0, <[f32]>::len),
-            explain_bytes: x.bytes(),
+        node_values: e.leaf_covers().map(|(kind, covers)| NodeValues {
+            covers: kind.describe().to_string(),
+            section_bytes: core::mem::size_of::<edgescore_core::artifact::layout::NodeValuesHeader>() + 4 * covers.len(),
+            explain_bytes: e.explainer().map_or(0, |x| x.bytes()),
         }),
         checksum: format!("{:016x}", e.checksum()),
         base_score: e.base_score().to_vec(),

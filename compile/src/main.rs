@@ -362,7 +362,8 @@ fn run(cli: Cli) -> Result<()> {
             );
         }
         Command::Inspect { model, json, html: None, source, .. } => {
-            let model = edgescore_compile::load_for_inspect(&model, &source.options())?.model;
+            // With reasons' tables, so that the report shows what they cost.
+            let model = edgescore_compile::load_for_inspect(&model, &source.options())?.model.with_explainer();
             let report = inspect::report(&model.ensemble());
             if json {
                 println!("{}", serde_json::to_string_pretty(&report)?);
@@ -371,7 +372,7 @@ fn run(cli: Cli) -> Result<()> {
             }
         }
         Command::Explain { model, csv, source } => {
-            let model = edgescore_compile::load_for_inspect(&model, &source.options())?.model;
+            let model = edgescore_compile::load_for_inspect(&model, &source.options())?.model.with_explainer();
             let e = model.ensemble();
             let rows = rows::read_rows(&csv, e)?;
             let stdout = std::io::stdout();

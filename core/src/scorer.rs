@@ -128,8 +128,9 @@ impl Scorer {
             let i = served.policy;
             let Some(m) = cfg.models.get(i) else { return Err(ConfigError::new("models", format!("no model {i}"))) };
             let field = format!("models[{i}].artifact");
-            // Reasons never name a shadow model, nor any with `top_k` 0: no tables for them.
-            let model = if cfg.explain.top_k == 0 || served.shadow { served.model.without_explainer() } else { served.model };
+            // Path attribution's tables only for the models reasons can name: active ones, with
+            // `top_k` > 0.
+            let model = if cfg.explain.top_k > 0 && !served.shadow { served.model.with_explainer() } else { served.model };
             let e = model.ensemble();
             let gather = schema.admit(&e).map_err(|err| ConfigError::new(&field, format!("model `{}`: {err}", e.name())))?;
             let n_outputs = e.n_outputs();

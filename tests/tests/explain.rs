@@ -25,7 +25,7 @@ fn every_fixture() -> Vec<(String, Model, Vec<Vec<f32>>)> {
             // Fixtures of models the compiler refuses on purpose.
             let Ok(ir) = edgescore_compile::load_model(&path, Format::Auto) else { continue };
             let name = format!("{}/{file}", dir.file_name().unwrap().to_string_lossy());
-            let model = Model::load(&edgescore_compile::compile(&ir).unwrap()).unwrap_or_else(|e| panic!("{name}: {e}"));
+            let model = Model::load(&edgescore_compile::compile(&ir).unwrap()).unwrap_or_else(|e| panic!("{name}: {e}")).with_explainer();
             let rows = edgescore_compile::rows::read_rows(&rows, model.ensemble()).unwrap_or_else(|e| panic!("{name}: {e}"));
             out.push((name, model, rows));
         }
@@ -84,7 +84,7 @@ fn a_feature_no_tree_splits_on_gets_no_credit() {
     let tree = |t: f64| Tree { output: 0, nodes: vec![split(0, Test::Lt(t), true, 1, 2), split(2, Test::Lt(1.0), false, 3, 4), leaf(1.0), leaf(-1.0), leaf(3.0)] };
     let mut ir = regression(vec![tree(0.5), tree(-0.5)], 3, 1);
     ir.covers = Some(edgescore_compile::ir::Covers { kind: edgescore_compile::ir::CoverKind::Rows, per_tree: vec![vec![10.0, 4.0, 6.0, 1.0, 3.0]; 2] });
-    let model = Model::load(&edgescore_compile::compile(&ir).unwrap()).unwrap();
+    let model = Model::load(&edgescore_compile::compile(&ir).unwrap()).unwrap().with_explainer();
     let e = model.ensemble();
     // Root: (6 * 1 + 1 * -1 + 3 * 3) / 10 = 1.4 per tree; node 1: (1 * -1 + 3 * 3) / 4 = 2.
     assert_eq!(e.explainer().unwrap().expected(), &[0.25 + 2.0 * 1.4]);
@@ -103,12 +103,17 @@ fn a_model_without_covers_keeps_its_format_and_size() {
     let mut ir = regression(vec![tree], 2, 1);
     let plain = edgescore_compile::compile(&ir).unwrap();
     assert_eq!(format_version(&plain), 1);
-    assert!(Model::load(&plain).unwrap().ensemble().explainer().is_none());
+    let loaded = Model::load(&plain).unwrap().with_explainer();
+    assert!(loaded.ensemble().explainer().is_none() && loaded.ensemble().leaf_covers().is_none());
     let mut credits = vec![0f64; 3];
-    assert!(Model::load(&plain).unwrap().ensemble().explain(&[0.0, 0.0], &mut credits).is_err());
+    assert!(loaded.ensemble().explain(&[0.0, 0.0], &mut credits).is_err());
     ir.covers = Some(edgescore_compile::ir::Covers::equal(&ir.trees));
     let with = edgescore_compile::compile(&ir).unwrap();
     assert_eq!(format_version(&with), 6);
+    // Loaded, a model has its node values; the tables explaining needs only on request.
+    let loaded = Model::load(&with).unwrap();
+    assert!(loaded.ensemble().leaf_covers().is_some() && loaded.ensemble().explainer().is_none());
+    assert!(loaded.with_explainer().ensemble().explainer().is_some());
     // For filters that read format 5 at most, the section is left out: the same bytes.
     assert_eq!(edgescore_compile::compile_for(&ir, 5).unwrap(), plain);
 }

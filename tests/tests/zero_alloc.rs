@@ -12,7 +12,7 @@ fn scoring_allocates_nothing() {
     let _profiler = dhat::Profiler::builder().testing().build();
     let mut prepared = Vec::new();
     for f in fixtures("") {
-        let model = f.compile().unwrap();
+        let model = f.compile().unwrap().with_explainer();
         let rows = f.rows(&model).unwrap();
         // The same model with QuickScorer's bitvectors on every row they can score.
         let scan = model.clone().with_bitvectors_on_every_row();

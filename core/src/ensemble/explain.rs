@@ -32,7 +32,6 @@ pub struct Credit {
 /// What a row's explanation needs besides the walk, derived from the model at load.
 #[derive(Clone, Debug)]
 pub struct Explainer {
-    kind: CoverKind,
     /// Per output: the base score plus each tree's root expected value (over the divisor).
     expected: Vec<f64>,
     /// Leaf `i`'s credits (by LEAVES index; a vector leaf's at its first value, an oblivious
@@ -55,7 +54,7 @@ impl Explainer {
     pub(crate) fn build(e: &TreeEnsemble, section: &[u8]) -> Option<Explainer> {
         let head = core::mem::size_of::<NodeValuesHeader>();
         let header: NodeValuesHeader = bytemuck::pod_read_unaligned(section.get(..head)?);
-        let kind = CoverKind::from_u32(header.kind)?;
+        CoverKind::from_u32(header.kind)?;
         let covers: &[f32] = bytemuck::try_cast_slice(&section[head..]).ok()?;
         let meta = e.meta;
         let n_out = meta.n_outputs as usize;
@@ -80,12 +79,7 @@ impl Explainer {
         }
         starts.push(credits.len() as u32);
         debug_assert_eq!(expected.len(), n_out);
-        Some(Explainer { kind, expected, starts, credits, linear_credit })
-    }
-
-    /// What the covers count.
-    pub fn cover_kind(&self) -> CoverKind {
-        self.kind
+        Some(Explainer { expected, starts, credits, linear_credit })
     }
 
     /// Per output, the model's expected margin: what a row's credits are measured from.
@@ -254,21 +248,22 @@ fn oblivious(e: &TreeEnsemble, tree: &TreeSpec, covers: &[f32], divisor: f64, cr
 /// Why a row could not be explained. Carries only numbers: building it must not allocate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum ExplainError {
-    #[error("the model has no node values (compiled without NODE_VALUES)")]
+    #[error("the model has no node values (compiled without NODE_VALUES), or they were not loaded (Model::with_explainer)")]
     NoNodeValues,
     #[error(transparent)]
     Score(#[from] super::ScoreError),
 }
 
 impl<'a> TreeEnsemble<'a> {
-    /// What explanations need, where the model has node values.
+    /// What explanations need, once `Model::with_explainer` built it from the node values.
     pub fn explainer(&self) -> Option<&'a Explainer> {
         self.explainer
     }
 
-    /// The leaves' covers (NODE_VALUES), one per LEAVES value, where the model has them.
-    pub fn leaf_covers(&self) -> Option<&'a [f32]> {
-        self.explainer.map(|_| self.covers)
+    /// The leaves' covers (NODE_VALUES), one per LEAVES value, and what they count, where the
+    /// model has them.
+    pub fn leaf_covers(&self) -> Option<(crate::artifact::CoverKind, &'a [f32])> {
+        self.cover_kind.map(|k| (k, self.covers))
     }
 
     /// Every LEAVES value (a node's payload indexes them: `node::LEAF_INDEX_MASK`).

@@ -77,8 +77,9 @@ pub struct TreeEnsemble<'a> {
     pub(crate) ctr_values: &'a [f32],
     /// Path attribution's tables, built at load where the model has NODE_VALUES.
     pub(crate) explainer: Option<&'a explain::Explainer>,
-    /// NODE_VALUES' covers, one per LEAVES value (empty without).
+    /// NODE_VALUES' covers, one per LEAVES value (empty without), and what they count.
     pub(crate) covers: &'a [f32],
+    pub(crate) cover_kind: Option<crate::artifact::CoverKind>,
 }
 
 impl<'a> TreeEnsemble<'a> {

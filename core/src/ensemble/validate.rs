@@ -29,7 +29,7 @@ struct Owned {
     /// What the lockstep walk reads besides the row (see `walk.rs`).
     walk: Walk,
     bitvectors: Option<Bitvectors>,
-    /// Path attribution's tables, where the artifact has node values (`explain.rs`).
+    /// Path attribution's tables (`explain.rs`), once [`Model::with_explainer`] built them.
     explainer: Option<Explainer>,
 }
 
@@ -78,12 +78,7 @@ impl Model {
         let trees: &[TreeSpec] = bytemuck::cast_slice(r(4));
         let walk = Walk::build(bytemuck::cast_slice(r(5)), &trees[..parts.n_walked], bytemuck::cast_slice(r(8)));
         let bitvectors = Bitvectors::build(&view(aligned, &parts, &walk, None, None), false);
-        let explainer = if parts.flags & flags::HAS_NODE_VALUES != 0 {
-            Some(Explainer::build(&view(aligned, &parts, &walk, None, None), r(15)).ok_or(E::NodeValues("unreadable"))?)
-        } else {
-            None
-        };
-        Ok(Model::from_owned(Owned { words, len, parts, walk, bitvectors, explainer }))
+        Ok(Model::from_owned(Owned { words, len, parts, walk, bitvectors, explainer: None }))
     }
 
     fn from_owned(owned: Owned) -> Model {
@@ -108,15 +103,19 @@ impl Model {
         Model::from_owned(o)
     }
 
-    /// This model without path attribution's tables (`explain.rs`), for a scorer that gives
-    /// no reasons for it: their memory (`Explainer::bytes`) freed. The artifact keeps its
-    /// node values.
-    pub fn without_explainer(self) -> Model {
-        if self.cell.borrow_owner().explainer.is_none() {
+    /// This model with path attribution's tables (`explain.rs`: node expected values, each
+    /// leaf's credits), which `TreeEnsemble::explain` and its kin need, built from its node
+    /// values; unchanged without them (or with them built already). Not part of `load`: only
+    /// a model that will be explained pays for them (`Explainer::bytes`).
+    pub fn with_explainer(self) -> Model {
+        let o = self.cell.borrow_owner();
+        if o.explainer.is_some() || o.parts.flags & flags::HAS_NODE_VALUES == 0 {
             return self;
         }
         let mut o = self.cell.into_owner();
-        o.explainer = None;
+        // Validation checked the section; `build` fails only on what it refused.
+        let explainer = Explainer::build(&view(o.as_bytes(), &o.parts, &o.walk, None, None), &o.as_bytes()[o.parts.ranges[15].clone()]);
+        o.explainer = explainer;
         Model::from_owned(o)
     }
 
@@ -136,6 +135,11 @@ fn view<'a>(bytes: &'a [u8], p: &Parts, walk: &'a Walk, bitvectors: Option<&'a B
     let r = |k: usize| &bytes[p.ranges[k].clone()];
     let node_values = r(15);
     let head = core::mem::size_of::<NodeValuesHeader>().min(node_values.len());
+    let cover_kind = if node_values.len() >= core::mem::size_of::<NodeValuesHeader>() {
+        crate::artifact::CoverKind::from_u32(pod_read_unaligned::<NodeValuesHeader>(&node_values[..head]).kind)
+    } else {
+        None
+    };
     TreeEnsemble {
         meta: p.meta,
         flags: p.flags,
@@ -162,6 +166,7 @@ fn view<'a>(bytes: &'a [u8], p: &Parts, walk: &'a Walk, bitvectors: Option<&'a B
         ctr_keys: bytemuck::cast_slice(r(13)),
         ctr_values: bytemuck::cast_slice(r(14)),
         explainer,
+        cover_kind,
         covers: bytemuck::cast_slice(&node_values[head..]),
     }
 }
