@@ -37,6 +37,7 @@ fn model(name: &str, n_features: usize, n_outputs: usize, link: Link, aggregate:
             .collect(),
         ctrs: Vec::new(),
         trees,
+        covers: None,
     }
 }
 

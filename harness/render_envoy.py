@@ -230,6 +230,7 @@ static_resources:
                   edgescore: "%FILTER_STATE(wasm.edgescore:PLAIN)%"
                   edgescore_features: "%FILTER_STATE(wasm.edgescore.features:PLAIN)%"
                   edgescore_text: "%FILTER_STATE(wasm.edgescore.text:PLAIN)%"
+                  edgescore_reasons: "%FILTER_STATE(wasm.edgescore.reasons:PLAIN)%"
           http_filters:
           - name: envoy.filters.http.wasm
             typed_config:

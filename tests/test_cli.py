@@ -123,17 +123,21 @@ def version(artifact: Path) -> int:
 
 
 def test_max_format_for_a_fleet_not_yet_upgraded(tmp_path):
-    """`--max-format` writes what older filters read: the fixture's missing-goes-yes tests use
-    NaN-low columns (format 4) by default and plain NaN tests with `--max-format 3`, scoring the
-    same; a model that needs a newer format than asked for is refused in one line; timings
-    go to stderr."""
+    """`--max-format` writes what older filters read: the fixture has node values (format 6) by
+    default, not with `--max-format 5`; its missing-goes-yes tests use NaN-low columns (format
+    4) there and plain NaN tests with `--max-format 3`, scoring the same; a model that needs a
+    newer format than asked for is refused in one line; timings go to stderr."""
+    version = lambda p: int.from_bytes(p.read_bytes()[8:12], "little")  # noqa: E731
     new, old = tmp_path / "new.esm", tmp_path / "old.esm"
     p = run("compile", str(FIXTURE / "model.json"), "-o", str(new), "--timings")
     assert p.returncode == 0 and "validated at" in p.stderr, p.stderr
     assert run("compile", str(FIXTURE / "model.json"), "-o", str(old), "--max-format", "3").returncode == 0
-    assert (version(new), version(old)) == (4, 1)
+    five = tmp_path / "five.esm"
+    assert run("compile", str(FIXTURE / "model.json"), "-o", str(five), "--max-format", "5").returncode == 0
+    assert (version(new), version(five), version(old)) == (6, 4, 1)
     rows = FIXTURE / "rows.csv"
     assert run("score", str(new), "--csv", str(rows)).stdout == run("score", str(old), "--csv", str(rows)).stdout
+    assert run("score", str(five), "--csv", str(rows)).stdout == run("score", str(old), "--csv", str(rows)).stdout
     assert_clean_error(run("compile", str(FIXTURE / "model.json"), "-o", str(old), "--max-format", "7"), "this build writes 1 to 6")
     cat = REPO / "tests" / "models" / "catboost_binary" / "model.json"
     assert_clean_error(run("compile", str(cat), "-o", str(old), "--max-format", "2"), "oblivious trees need format 3")

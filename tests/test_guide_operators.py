@@ -1,7 +1,8 @@
 """docs/operators.md, run as written (harness/guide_session.py): validation of a good and a
 refused configuration, then the demo registry and Envoy with the repository's envoy.yaml as the
 guide starts them in other terminals, a blocked request and the labelled series it shows, and
-promtool's check of the drift watch's rules.
+the node values the blocked request's reasons come from, and promtool's check of the drift
+watch's rules.
 
 The guide uses envoy.yaml as it is, on its fixed loopback ports: the test refuses to start if
 one is taken (another Envoy or demo running) rather than talk to someone else's Envoy.
@@ -45,7 +46,7 @@ def session(tmp_path_factory):
 
 def test_every_block_shows_what_the_guide_says(session):
     shown = [s for s in session.steps if s.expect]
-    assert len(shown) == 4
+    assert len(shown) == 5
     for s in shown:
         assert_shows(s, {})
 

@@ -186,7 +186,8 @@ def test_a_panic_gets_on_error_and_envoy_lives(on_error, status, with_module, up
 
 def test_no_allocation_per_request(with_module, upstream, start_envoy):
     """After a warm-up (every worker's buffers grown to the largest request), 2,000 requests
-    through the module make no allocation in it: its global allocator counted none."""
+    through the module make no allocation in it: its global allocator counted none. The bots
+    among them are blocked with their reasons (the example models have node values)."""
     require_native()
     with_module()
     plugin = render_envoy.plugin_config(sample_rate=1.0, text=False)
@@ -207,3 +208,4 @@ def test_no_allocation_per_request(with_module, upstream, start_envoy):
     assert before > 0  # the counter counts (the configuration's own allocations)
     round_(2000)
     assert native.counter(gauge) == before
+    assert any(line.get("edgescore_reasons") not in (None, "-", "") for line in native.envoy.access_log())

@@ -32,6 +32,9 @@ pub struct Report {
     /// them (`null`: every row takes the lockstep walk). Memory in each loaded copy, on top
     /// of `size_bytes`.
     pub bitvectors: Option<BitvectorsSize>,
+    /// The node values (NODE_VALUES) per-request reasons and `explain` read (`null`: compiled
+    /// without them).
+    pub node_values: Option<NodeValues>,
     pub checksum: String,
     pub base_score: Vec<f64>,
     /// The drift reference `compile --reference` stored (`null` without one).
@@ -61,6 +64,18 @@ pub fn drift_report(e: &TreeEnsemble) -> Option<DriftReport> {
         features: (0..e.n_features()).map(|i| series(e.feature_name(i).to_string(), r.feature(i))).collect(),
         outputs: (0..e.n_outputs()).map(|o| series(format!("output {o}"), r.output(o))).collect(),
     })
+}
+
+#[derive(Serialize)]
+pub struct NodeValues {
+    /// What the leaves' covers count: "hessian sums", "training rows", or "equal leaf weights
+    /// (the source records no covers)".
+    pub covers: String,
+    /// The section's bytes in the artifact (part of `size_bytes`).
+    pub section_bytes: usize,
+    /// Path attribution's tables, built at load where reasons are on: memory in each loaded
+    /// copy that gives reasons.
+    pub explain_bytes: usize,
 }
 
 #[derive(Serialize)]
@@ -136,6 +151,11 @@ pub fn report(e: &TreeEnsemble) -> Report {
         size_bytes: e.size_bytes(),
         walk_bytes: e.walk_bytes(),
         bitvectors: e.bitvectors_size(),
+        node_values: e.leaf_covers().map(|(kind, covers)| NodeValues {
+            covers: kind.describe().to_string(),
+            section_bytes: core::mem::size_of::<edgescore_core::artifact::layout::NodeValuesHeader>() + 4 * covers.len(),
+            explain_bytes: e.explainer().map_or(0, |x| x.bytes()),
+        }),
         checksum: format!("{:016x}", e.checksum()),
         base_score: e.base_score().to_vec(),
         drift_reference: drift_report(e),
@@ -189,6 +209,13 @@ pub fn render_text(r: &Report) -> String {
         match &r.bitvectors {
             Some(b) => format!("QuickScorer bitvectors: {} tests, {} bytes per loaded copy", b.tests, b.bytes),
             None => "lockstep walk for every row (no bitvectors)".into(),
+        },
+    );
+    line(
+        "node values",
+        match &r.node_values {
+            Some(v) => format!("covers: {}; {} bytes, {} bytes per loaded copy for reasons", v.covers, v.section_bytes, v.explain_bytes),
+            None => "none (no per-request reasons; compiled without covers)".into(),
         },
     );
     line("checksum (xxh3-64)", r.checksum.clone());

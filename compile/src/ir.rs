@@ -154,6 +154,33 @@ pub struct ModelIr {
     /// CatBoost CTR features, computed from the inputs (empty for other libraries).
     pub ctrs: Vec<CtrDef>,
     pub trees: Vec<Tree>,
+    /// How much training data reached each node, where the source records it: what node
+    /// expected values and TreeSHAP weigh by (the artifact's NODE_VALUES section).
+    pub covers: Option<Covers>,
+}
+
+/// Per tree, the cover of each node: `per_tree[t][i]` for `trees[t].nodes[i]`, or for an
+/// oblivious tree one per leaf of its table (in the IR's leaf order).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Covers {
+    pub kind: CoverKind,
+    pub per_tree: Vec<Vec<f64>>,
+}
+
+pub use edgescore_core::artifact::CoverKind;
+
+impl Covers {
+    /// Every leaf weighing the same, for sources that record no covers.
+    pub fn equal(trees: &[Tree]) -> Covers {
+        let per_tree = trees
+            .iter()
+            .map(|t| match &t.nodes[..] {
+                [Node::Oblivious { leaves, .. }] => vec![1.0; leaves.len()],
+                nodes => vec![1.0; nodes.len()],
+            })
+            .collect();
+        Covers { kind: CoverKind::Equal, per_tree }
+    }
 }
 
 impl ModelIr {
@@ -176,6 +203,7 @@ impl ModelIr {
             features,
             ctrs: Vec::new(),
             trees,
+            covers: None,
         }
     }
 }

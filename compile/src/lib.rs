@@ -2,6 +2,7 @@
 //! the IR out in the format `edgescore_core::artifact::layout` defines), and the commands built
 //! on them, so tests and benches call exactly what the CLI runs.
 pub mod drift;
+pub mod explain;
 pub mod features;
 pub mod inspect;
 pub mod ir;

@@ -80,6 +80,10 @@ enum Command {
         /// the rows; equal values share a bin), besides the missing bin.
         #[arg(long, requires = "reference", default_value_t = edgescore_compile::drift::DEFAULT_BINS)]
         reference_bins: usize,
+        /// Leave out the node values (NODE_VALUES: the leaves' covers, which per-request
+        /// reasons and `explain` need): the artifact as small as a model without them.
+        #[arg(long)]
+        no_node_values: bool,
     },
     /// Compute the filter's feature vectors for recorded requests (JSON lines) as CSV.
     Features {
@@ -111,6 +115,18 @@ enum Command {
         /// Rows to score for the report's score distribution (the CSV `score` reads).
         #[arg(long, requires = "html", value_name = "ROWS.csv")]
         csv: Option<PathBuf>,
+        /// For a trained model: read it as `compile` does.
+        #[command(flatten)]
+        source: SourceArgs,
+    },
+    /// Explain CSV rows: per row and output, the filter's path attribution (`saabas`) and
+    /// exact TreeSHAP values (`treeshap`), a value per feature and the expected value, in
+    /// margin space (each line adds up to the margin).
+    Explain {
+        /// An artifact (.esm) with node values, or a trained model in any format `compile` reads.
+        model: PathBuf,
+        #[arg(long)]
+        csv: PathBuf,
         /// For a trained model: read it as `compile` does.
         #[command(flatten)]
         source: SourceArgs,
@@ -260,10 +276,13 @@ fn write_validated(bytes: &[u8], output: &std::path::Path) -> Result<(Model, Wri
 
 fn run(cli: Cli) -> Result<()> {
     match cli.command {
-        Command::Compile { model, output, source, max_format, timings, reference, reference_bins } => {
+        Command::Compile { model, output, source, max_format, timings, reference, reference_bins, no_node_values } => {
             let start = Instant::now();
             allocator::open_arena();
-            let ir = edgescore_compile::read_source(&model, &edgescore_compile::read_model_file(&model)?, &source.options())?;
+            let mut ir = edgescore_compile::read_source(&model, &edgescore_compile::read_model_file(&model)?, &source.options())?;
+            if no_node_values {
+                ir.covers = None;
+            }
             let read = start.elapsed();
             let bytes = match &reference {
                 Some(rows) => edgescore_compile::compile_with_reference(&ir, max_format, rows, reference_bins),
@@ -356,13 +375,22 @@ fn run(cli: Cli) -> Result<()> {
             );
         }
         Command::Inspect { model, json, html: None, source, .. } => {
-            let model = edgescore_compile::load_for_inspect(&model, &source.options())?.model;
+            // With reasons' tables, so that the report shows what they cost.
+            let model = edgescore_compile::load_for_inspect(&model, &source.options())?.model.with_explainer();
             let report = inspect::report(&model.ensemble());
             if json {
                 println!("{}", serde_json::to_string_pretty(&report)?);
             } else {
                 print!("{}", inspect::render_text(&report));
             }
+        }
+        Command::Explain { model, csv, source } => {
+            let model = edgescore_compile::load_for_inspect(&model, &source.options())?.model.with_explainer();
+            let e = model.ensemble();
+            let rows = rows::read_rows(&csv, e)?;
+            let stdout = std::io::stdout();
+            let mut w = std::io::BufWriter::new(stdout.lock());
+            edgescore_compile::explain::write_csv(e, &rows, &mut w)?;
         }
         Command::Score { artifact, csv, raw } => {
             let model = load_artifact(&artifact)?;

@@ -125,21 +125,38 @@ struct Sections {
     format_2_tests: bool,
     cat_splits: Vec<CatSplit>,
     cat_words: Vec<u32>,
+    /// One cover per LEAVES value, when the model has covers (NODE_VALUES).
+    covers: Vec<f32>,
     flags: u32,
 }
 
 /// Lays out one IR tree breadth-first; returns its depth and whether its leaves are vectors.
 /// Splits may test `n_features` features (the inputs, then any CTR features); linear terms
 /// only the `n_inputs` inputs.
-fn lay_out_tree(t: usize, tree: &crate::ir::Tree, n_features: usize, n_inputs: usize, n_outputs: usize, s: &mut Sections) -> Result<(u32, bool), WriteError> {
+/// `covers`: the tree's node covers (`ir::Covers::per_tree`), if the model has them.
+fn lay_out_tree(t: usize, tree: &crate::ir::Tree, covers: Option<&[f64]>, n_features: usize, n_inputs: usize, n_outputs: usize, s: &mut Sections) -> Result<(u32, bool), WriteError> {
     let err = |reason: String| WriteError::Tree { tree: t, reason };
     let n = tree.nodes.len();
     if n == 0 {
         return Err(err("no nodes".into()));
     }
     if let [IrNode::Oblivious { levels, leaves }] = &tree.nodes[..] {
-        return lay_out_oblivious(t, levels, leaves, n_features, s).map(|depth| (depth, false));
+        if covers.is_some_and(|c| c.len() != leaves.len()) {
+            return Err(err(format!("{} covers for {} leaves", covers.map_or(0, |c| c.len()), leaves.len())));
+        }
+        return lay_out_oblivious(t, levels, leaves, covers, n_features, s).map(|depth| (depth, false));
     }
+    if covers.is_some_and(|c| c.len() != n) {
+        return Err(err(format!("{} covers for {n} nodes", covers.map_or(0, |c| c.len()))));
+    }
+    let leaf_cover = |ir: usize| -> Result<f32, WriteError> {
+        let c = covers.map_or(0.0, |c| c[ir]);
+        if c.is_finite() && c >= 0.0 {
+            Ok(c as f32)
+        } else {
+            Err(WriteError::Tree { tree: t, reason: format!("node {ir}: cover {c}") })
+        }
+    };
     let mut seen = vec![false; n];
     let base = s.nodes.len() as u64;
     // Queue of (IR index, output index, depth); output slots are reserved before they are filled.
@@ -169,6 +186,7 @@ fn lay_out_tree(t: usize, tree: &crate::ir::Tree, n_features: usize, n_inputs: u
             IrNode::Leaf { value } => {
                 let first = s.leaves.len();
                 s.leaves.push(finite(value)?);
+                s.covers.push(leaf_cover(ir)?);
                 if linear {
                     s.linear_leaves.push(LinearLeaf { constant: value, term_offset: s.linear_terms.len() as u32, n_terms: 0 });
                 }
@@ -178,6 +196,7 @@ fn lay_out_tree(t: usize, tree: &crate::ir::Tree, n_features: usize, n_inputs: u
             IrNode::LinearLeaf { constant, ref terms, fallback } => {
                 let first = s.leaves.len();
                 s.leaves.push(finite(fallback)?);
+                s.covers.push(leaf_cover(ir)?);
                 s.linear_leaves.push(LinearLeaf { constant: finite(constant)?, term_offset: s.linear_terms.len() as u32, n_terms: terms.len() as u32 });
                 for &(feature, coeff) in terms {
                     if feature as usize >= n_inputs || !coeff.is_finite() {
@@ -195,6 +214,7 @@ fn lay_out_tree(t: usize, tree: &crate::ir::Tree, n_features: usize, n_inputs: u
                 let first = s.leaves.len();
                 for &v in values {
                     s.leaves.push(finite(v)?);
+                    s.covers.push(leaf_cover(ir)?);
                 }
                 s.flags |= flags::HAS_VECTOR_LEAVES;
                 leaf_node(first)
@@ -236,7 +256,7 @@ fn lay_out_tree(t: usize, tree: &crate::ir::Tree, n_features: usize, n_inputs: u
 /// leaf node starting its table of leaves; returns its depth. A level whose test the writer
 /// normalised with the children swapped flips its bit of every leaf index, so the table is
 /// permuted here rather than the bit flipped per row.
-fn lay_out_oblivious(t: usize, levels: &[crate::ir::Level], leaves: &[f64], n_features: usize, s: &mut Sections) -> Result<u32, WriteError> {
+fn lay_out_oblivious(t: usize, levels: &[crate::ir::Level], leaves: &[f64], covers: Option<&[f64]>, n_features: usize, s: &mut Sections) -> Result<u32, WriteError> {
     let err = |reason: String| WriteError::Tree { tree: t, reason };
     let depth = levels.len();
     if depth > MAX_OBLIVIOUS_DEPTH as usize {
@@ -266,6 +286,11 @@ fn lay_out_oblivious(t: usize, levels: &[crate::ir::Level], leaves: &[f64], n_fe
             return Err(err(format!("leaf {}: value {v} is not finite", index ^ flipped)));
         }
         s.leaves.push(v);
+        let c = covers.map_or(0.0, |c| c[index ^ flipped]);
+        if !(c.is_finite() && c >= 0.0) {
+            return Err(err(format!("leaf {}: cover {c}", index ^ flipped)));
+        }
+        s.covers.push(c as f32);
     }
     Ok(depth as u32)
 }
@@ -335,6 +360,11 @@ pub fn write_with_reference(model: &ModelIr, max_format: u32, reference: Option<
     }
     // Splits may test the inputs and the CTR features after them.
     let split_features = n_inputs + model.ctrs.len();
+    // Node values are optional: a filter older than format 6 loads the model without them.
+    let node_covers = model.covers.as_ref().filter(|_| max_format >= 6);
+    if node_covers.is_some_and(|c| c.per_tree.len() != model.trees.len()) {
+        return Err(WriteError::Model(format!("covers for {} trees of {}", node_covers.map_or(0, |c| c.per_tree.len()), model.trees.len())));
+    }
     // Lay out each tree on its own, then order trees by depth (deepest first).
     // Trees are laid out independently, on every core; the first error in tree order wins.
     let laid: Vec<Result<LaidOut, WriteError>> = model
@@ -346,7 +376,8 @@ pub fn write_with_reference(model: &ModelIr, max_format: u32, reference: Option<
                 return Err(WriteError::Tree { tree: t, reason: format!("output {} of {n_outputs}", tree.output) });
             }
             let mut s = Sections::default();
-            let (depth, vector) = lay_out_tree(t, tree, split_features, n_inputs, n_outputs, &mut s)?;
+            let covers = node_covers.map(|c| c.per_tree[t].as_slice());
+            let (depth, vector) = lay_out_tree(t, tree, covers, split_features, n_inputs, n_outputs, &mut s)?;
             let layout = if matches!(tree.nodes[..], [IrNode::Oblivious { .. }]) { tree_layout::OBLIVIOUS } else { tree_layout::NODES };
             Ok(LaidOut { depth, layout, output: if vector { VECTOR_OUTPUT } else { tree.output }, s })
         })
@@ -451,6 +482,7 @@ pub fn write_with_reference(model: &ModelIr, max_format: u32, reference: Option<
         all.linear_leaves.extend(s.linear_leaves.into_iter().map(|l| LinearLeaf { term_offset: l.term_offset + term_base, ..l }));
         all.linear_terms.extend(s.linear_terms);
         all.leaves.extend(s.leaves);
+        all.covers.extend(s.covers);
         all.flags |= s.flags;
         all.format_2_tests |= s.format_2_tests;
         all.trees.push(TreeSpec { root: node_base, end: all.nodes.len() as u32, output, depth: depth as u16, layout });
@@ -524,6 +556,14 @@ pub fn write_with_reference(model: &ModelIr, max_format: u32, reference: Option<
     }
     let linear = all.flags & flags::HAS_LINEAR_LEAVES != 0;
     let (linear_leaves, linear_terms) = if linear { (&all.linear_leaves[..], &all.linear_terms[..]) } else { (&[][..], &[][..]) };
+    let node_values = match node_covers {
+        Some(c) => {
+            all.flags |= flags::HAS_NODE_VALUES;
+            let header = NodeValuesHeader { kind: c.kind as u32, reserved: 0 };
+            [bytes_of(&header), bytemuck::cast_slice(&all.covers)].concat()
+        }
+        None => Vec::new(),
+    };
     let drift_edges = reference.map(|r| r.edges_section(n_inputs, n_outputs)).transpose()?.unwrap_or_default();
     let drift_shares: &[f32] = reference.map_or(&[], |r| &r.shares);
     if reference.is_some() {
@@ -545,7 +585,7 @@ pub fn write_with_reference(model: &ModelIr, max_format: u32, reference: Option<
         bytemuck::cast_slice(&ctr.parts),
         bytemuck::cast_slice(&ctr.keys),
         bytemuck::cast_slice(&ctr.values),
-        &[],
+        &node_values,
         &drift_edges,
         bytemuck::cast_slice(drift_shares),
     ];

@@ -21,6 +21,8 @@ use std::io::Write as _;
 pub const STATE: &[u8] = b"edgescore";
 pub const STATE_FEATURES: &[u8] = b"edgescore.features";
 pub const STATE_TEXT: &[u8] = b"edgescore.text";
+/// The request's reasons (`config::ExplainConfig`), when it has any.
+pub const STATE_REASONS: &[u8] = b"edgescore.reasons";
 
 /// The decision of a request that could not be read or scored.
 pub const ERROR_DECISION: &[u8] = b"error";
@@ -251,9 +253,11 @@ impl Decision {
     }
 
     /// The outcome of scoring `headers` (the request's parsed header map) to `scores`, with
-    /// the feature-log line `feature_log` when the request was sampled. `end_of_stream`: the
-    /// request has no body. No allocation.
-    pub fn decide<'a>(&'a mut self, headers: &HeaderMap<'_>, scores: &[f32], verdict: Verdict, feature_log: &'a [u8], end_of_stream: bool) -> Outcome<'a> {
+    /// the feature-log line `feature_log` when the request was sampled and its `reasons`
+    /// (empty: none). `end_of_stream`: the request has no body. No allocation.
+    pub fn decide<'a>(
+        &'a mut self, headers: &HeaderMap<'_>, scores: &[f32], verdict: Verdict, feature_log: &'a [u8], reasons: &'a [u8], end_of_stream: bool,
+    ) -> Outcome<'a> {
         self.write_values(scores, verdict);
         for (i, (p, &s)) in self.policies.iter().zip(scores).enumerate() {
             self.bands[i] = p.band(s);
@@ -293,6 +297,9 @@ impl Decision {
         }
         if verdict.sampled {
             edits.push(Edit::SetState(STATE_FEATURES, feature_log));
+        }
+        if !reasons.is_empty() {
+            edits.push(Edit::SetState(STATE_REASONS, reasons));
         }
         let mut hold = None;
         if let Some(i) = block_by {

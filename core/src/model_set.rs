@@ -2,6 +2,7 @@
 //! categorical hashes) are computed once and every model reads the slots it needs.
 
 use crate::artifact::ArtifactError;
+use crate::ensemble::explain::ExplainError;
 use crate::ensemble::{Model, ScoreError, TreeEnsemble};
 
 /// Why a model could not join a set.
@@ -77,6 +78,24 @@ impl ModelSet {
 
     /// Scores model `i` on the shared vector `shared` into `out`. No allocation.
     pub fn score(&mut self, i: usize, shared: &[f32], out: &mut [f32]) -> Result<(), ScoreError> {
+        self.with_features(i, shared, |e, x| e.score(x, out))?
+    }
+
+    /// As [`score`](Self::score), recording each tree's leaf in `leaves`
+    /// (`TreeEnsemble::score_recording`). No allocation.
+    pub fn score_recording(&mut self, i: usize, shared: &[f32], out: &mut [f32], leaves: &mut [u32]) -> Result<(), ScoreError> {
+        self.with_features(i, shared, |e, x| e.score_recording(x, out, leaves))?
+    }
+
+    /// Model `i`'s path attribution of the row `score_recording` recorded into `leaves`
+    /// (`TreeEnsemble::explain_leaves`). No allocation.
+    pub fn explain_leaves(&mut self, i: usize, shared: &[f32], leaves: &[u32], out: &mut [f64]) -> Result<(), ExplainError> {
+        self.with_features(i, shared, |e, x| e.explain_leaves(leaves, x, out))?
+    }
+
+    /// `f` of model `i` and its features, gathered from `shared` where they are not its first
+    /// slots in order.
+    fn with_features<R>(&mut self, i: usize, shared: &[f32], f: impl FnOnce(&TreeEnsemble<'_>, &[f32]) -> R) -> Result<R, ScoreError> {
         let Some(member) = self.members.get(i) else {
             return Err(ScoreError::NoSuchModel(i));
         };
@@ -85,15 +104,15 @@ impl ModelSet {
             return Err(ScoreError::Features { got: shared.len(), need });
         }
         let e = member.model.ensemble();
-        match &member.gather {
-            None => e.score(shared, out),
+        Ok(match &member.gather {
+            None => f(e, shared),
             Some(gather) => {
                 let x = &mut self.scratch[..gather.len()];
                 for (dst, &slot) in x.iter_mut().zip(gather) {
                     *dst = shared[slot as usize];
                 }
-                e.score(x, out)
+                f(e, x)
             }
-        }
+        })
     }
 }

@@ -3,6 +3,7 @@
 //! `score` and `decide` reuse its buffers and allocate nothing.
 
 use crate::action::{DEFAULT_BLOCK_BODY, DEFAULT_BLOCK_STATUS};
+use crate::action::ActionKind;
 use crate::config::{ConfigError, HeaderNames, MetricsConfig, Mode, OnError, PluginConfig};
 use crate::decision::{Decision, ModelPolicy, Outcome, Verdict};
 use crate::drift;
@@ -27,6 +28,26 @@ pub struct Scorer {
     log_line: Vec<u8>,
     /// The live drift counts of the active models compiled with a reference.
     drift: drift::Tally,
+    reasons: Reasons,
+}
+
+/// Per-request reasons (`config::ExplainConfig`): buffers sized when the scorer is built.
+struct Reasons {
+    sampler: Sampler,
+    top_k: usize,
+    /// One model's credits (`TreeEnsemble::explain_leaves`), the largest model's size.
+    credits: Vec<f64>,
+    /// Per model: the range of `leaves` its scoring records each tree's leaf in
+    /// (`TreeEnsemble::score_recording`), for the models reasons can name (active, with node
+    /// values); empty for the others, which are scored as usual.
+    leaf_ranges: Vec<core::ops::Range<usize>>,
+    leaves: Vec<u32>,
+    /// One model's top features: (feature, credit).
+    top: Vec<(u32, f64)>,
+    /// The last request's reasons: (model, feature, credit), models in order.
+    items: Vec<(u32, u32, f64)>,
+    /// The same as text, for filter state (`bot:ua_family=+1.234,header_count=-0.402`).
+    text: Vec<u8>,
 }
 
 /// A model the registry delivered, as [`Scorer::served`] takes it.
@@ -111,7 +132,9 @@ impl Scorer {
             let i = served.policy;
             let Some(m) = cfg.models.get(i) else { return Err(ConfigError::new("models", format!("no model {i}"))) };
             let field = format!("models[{i}].artifact");
-            let model = served.model;
+            // Path attribution's tables only for the models reasons can name: active ones, with
+            // `top_k` > 0.
+            let model = if cfg.explain.top_k > 0 && !served.shadow { served.model.with_explainer() } else { served.model };
             let e = model.ensemble();
             let gather = schema.admit(&e).map_err(|err| ConfigError::new(&field, format!("model `{}`: {err}", e.name())))?;
             let n_outputs = e.n_outputs();
@@ -157,7 +180,25 @@ impl Scorer {
         }
         let n_slots = schema.slots().len();
         let n_models = policies.len();
-        let log_room = 96 + policies.iter().map(|p| p.id.len() + 40).sum::<usize>() + schema.slots().iter().map(|s| s.name.len() + 64).sum::<usize>();
+        let top_k = cfg.explain.top_k as usize;
+        let longest_name = schema.slots().iter().map(|s| s.name.len()).max().unwrap_or(0);
+        // Per model: its name and, per feature listed, its name and a credit (at most 24 bytes
+        // as `{:+.3}` of a finite f64 below 1e20; larger ones are written as their sign).
+        let reasons_room = policies.iter().map(|p| p.name.len() + 4 + top_k * (longest_name + 40)).sum::<usize>();
+        let log_room = 96
+            + policies.iter().map(|p| p.id.len() + 40).sum::<usize>()
+            + schema.slots().iter().map(|s| s.name.len() + 64).sum::<usize>()
+            + 16
+            + reasons_room;
+        let explain_len = (0..set.len()).map(|i| set.ensemble(i).explain_len()).max().unwrap_or(0);
+        let mut leaf_ranges = Vec::with_capacity(set.len());
+        let mut n_leaves = 0;
+        for (i, p) in policies.iter().enumerate() {
+            let e = set.ensemble(i);
+            let n = if top_k > 0 && !p.shadow && e.explainer().is_some() { e.trees().len() } else { 0 };
+            leaf_ranges.push(n_leaves..n_leaves + n);
+            n_leaves += n;
+        }
         Ok(Scorer {
             on_error: cfg.on_error,
             decision: Decision::new(cfg, policies),
@@ -170,6 +211,17 @@ impl Scorer {
             sampler: Sampler::new(cfg.feature_log.sample_rate, seed),
             log_line: Vec::with_capacity(log_room),
             drift,
+            reasons: Reasons {
+                // Its own stream of draws, so that the feature log's sample stays as it was.
+                sampler: Sampler::new(cfg.explain.sample, seed ^ 0x9e37_79b9_7f4a_7c15),
+                top_k,
+                credits: vec![0.0; explain_len],
+                leaf_ranges,
+                leaves: vec![0; n_leaves],
+                top: vec![(0, 0.0); top_k],
+                items: Vec::with_capacity(n_models * top_k),
+                text: Vec::with_capacity(reasons_room),
+            },
         })
     }
 
@@ -209,11 +261,25 @@ impl Scorer {
     pub fn score(&mut self, req: &Request<'_>) -> Result<Verdict, ScoreError> {
         self.schema.compute(req, &mut self.shared);
         for (i, (p, &n)) in self.decision.models().iter().zip(&self.n_outputs).enumerate() {
-            self.set.score(i, &self.shared, &mut self.outputs[..n])?;
+            let recorded = self.reasons.leaf_ranges[i].clone();
+            if recorded.is_empty() {
+                self.set.score(i, &self.shared, &mut self.outputs[..n])?;
+            } else {
+                // The same scores, each tree's leaf kept: reasons then add up their credits
+                // without walking the trees again.
+                self.set.score_recording(i, &self.shared, &mut self.outputs[..n], &mut self.reasons.leaves[recorded])?;
+            }
             self.scores[i] = self.outputs[p.output];
         }
         self.drift.count(&self.shared, &self.scores);
         let verdict = self.decision.verdict(&self.scores, self.sampler.sample());
+        self.reasons.items.clear();
+        self.reasons.text.clear();
+        // `||` in this order: a request that is not blocked draws from the sampler; with
+        // `sample` 0 the draw is a compare.
+        if self.reasons.top_k > 0 && (verdict.action == ActionKind::Block || self.reasons.sampler.sample()) {
+            self.explain(verdict);
+        }
         if verdict.sampled {
             self.write_log_line(verdict);
         }
@@ -224,7 +290,51 @@ impl Scorer {
     /// gets. `end_of_stream`: the request has no body. No allocation.
     pub fn decide(&mut self, req: &Request<'_>, end_of_stream: bool) -> Result<Outcome<'_>, ScoreError> {
         let verdict = self.score(req)?;
-        Ok(self.decision.decide(&req.headers, &self.scores, verdict, &self.log_line, end_of_stream))
+        Ok(self.decision.decide(&req.headers, &self.scores, verdict, &self.log_line, &self.reasons.text, end_of_stream))
+    }
+
+    /// The reasons of the last request, when it had any (`bot:ua_family=+1.234,…`, models
+    /// separated by `;`): empty otherwise.
+    pub fn reasons(&self) -> &[u8] {
+        &self.reasons.text
+    }
+
+    /// Path attribution for the model that decided the request, or with none (a sampled
+    /// request no model acted on) for every active model; each model's `top_k` features by
+    /// the size of their credit to its score's output. Models without node values are
+    /// skipped. No allocation.
+    fn explain(&mut self, v: Verdict) {
+        let r = &mut self.reasons;
+        for (i, p) in self.decision.models().iter().enumerate() {
+            let recorded = r.leaf_ranges[i].clone();
+            if recorded.is_empty() || v.by.is_some_and(|by| by != i) {
+                continue;
+            }
+            if self.set.explain_leaves(i, &self.shared, &r.leaves[recorded], &mut r.credits).is_err() {
+                continue;
+            }
+            let e = self.set.ensemble(i);
+            let nf = e.n_features();
+            let own = &r.credits[p.output * (nf + 1)..p.output * (nf + 1) + nf];
+            let n = crate::ensemble::explain::top_by_magnitude(own, r.top_k, &mut r.top);
+            if n == 0 {
+                continue;
+            }
+            if !r.text.is_empty() {
+                r.text.push(b';');
+            }
+            r.text.extend_from_slice(p.name.as_bytes());
+            r.text.push(b':');
+            for (k, &(f, credit)) in r.top[..n].iter().enumerate() {
+                r.items.push((i as u32, f, credit));
+                if k > 0 {
+                    r.text.push(b',');
+                }
+                r.text.extend_from_slice(e.feature_name(f as usize).as_bytes());
+                r.text.push(b'=');
+                signed_number(&mut r.text, credit);
+            }
+        }
     }
 
     /// The drift counts not yet handed to Envoy (empty when no model has a reference or
@@ -267,7 +377,39 @@ impl Scorer {
             let _ = write!(l, "{}\"{}\":", if i > 0 { "," } else { "" }, slot.name);
             json_number(l, *x);
         }
-        l.extend_from_slice(b"}}");
+        l.push(b'}');
+        if !self.reasons.items.is_empty() {
+            l.extend_from_slice(b",\"reasons\":{");
+            let mut model = u32::MAX;
+            for &(i, f, credit) in &self.reasons.items {
+                if i != model {
+                    let _ = write!(l, "{}\"{}\":{{", if model == u32::MAX { "" } else { "}," }, self.decision.models()[i as usize].name);
+                } else {
+                    l.push(b',');
+                }
+                model = i;
+                let _ = write!(l, "\"{}\":", self.set.ensemble(i as usize).feature_name(f as usize));
+                // JSON has no `+`: six decimals, null for what `signed_number` writes as inf.
+                if credit.abs() < 1e20 {
+                    let _ = write!(l, "{credit:.6}");
+                } else {
+                    l.extend_from_slice(b"null");
+                }
+            }
+            l.extend_from_slice(b"}}");
+        }
+        l.push(b'}');
+    }
+}
+
+/// A credit with its sign and three decimals (`+1.234`, `-0.402`), written without allocating:
+/// one too large for that (1e20 and beyond, never a tree sum in practice) is written as its
+/// sign and `inf`, so the buffers sized for 24 bytes are never outgrown.
+fn signed_number(out: &mut Vec<u8>, x: f64) {
+    if x.abs() < 1e20 {
+        let _ = write!(out, "{x:+.3}");
+    } else {
+        out.extend_from_slice(if x < 0.0 { b"-inf" } else { b"+inf" });
     }
 }
 

@@ -410,6 +410,7 @@ pub fn model(u: &mut Unstructured, cfg: Cfg) -> Result<ModelIr> {
         features,
         ctrs: ctr_defs,
         trees,
+        covers: None,
     })
 }
 

@@ -49,6 +49,22 @@ pub fn two_model_config(mode: &str, extra: &str) -> String {
     default_writes_config(mode, &format!("{ALL_WRITES}{extra}"))
 }
 
+/// [`two_model_config`] with both models' node values (equal covers), so that blocked and
+/// `explain.sample`d requests get reasons.
+pub fn explained_two_model_config(mode: &str, extra: &str) -> String {
+    let explained = |mut ir: ModelIr| {
+        ir.covers = Some(edgescore_compile::ir::Covers::equal(&ir.trees));
+        base64(&artifact(&ir))
+    };
+    let bot = explained(step_model("bot", "header_count", 4.0, 4.0));
+    let scanner = explained(step_model("scanner", "path_length", 30.0, -3.0));
+    format!(
+        r#"{{"mode":"{mode}","hash_key":"test-key-0123456789","models":[
+            {{"artifact":"{bot}","threshold":0.9,"action":"block","status":403,"body":"go away\n"}},
+            {{"artifact":"{scanner}","threshold":0.5,"action":"tag"}}]{ALL_WRITES}{extra}}}"#
+    )
+}
+
 /// [`two_model_config`] with the default writes: one header, no filter state.
 pub fn default_writes_config(mode: &str, extra: &str) -> String {
     let bot = base64(&artifact(&step_model("bot", "header_count", 4.0, 4.0)));

@@ -38,6 +38,7 @@ pub fn regression(trees: Vec<Tree>, n_features: usize, n_outputs: usize) -> Mode
         features: numeric(n_features),
         ctrs: Vec::new(),
         trees,
+        covers: None,
     }
 }
 

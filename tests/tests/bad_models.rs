@@ -263,6 +263,7 @@ fn writer_refuses_a_split_on_an_undeclared_feature() {
         features: vec![FeatureDef { name: "only".into(), kind: FeatureKind::Numeric }],
         ctrs: Vec::new(),
         trees: vec![tree],
+        covers: None,
     };
     let err = write(&model).expect_err("refused").to_string();
     assert!(err.contains("splits on feature 1 of 1"), "{err}");

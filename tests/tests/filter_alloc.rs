@@ -8,7 +8,7 @@
 //! - the host's calls into `proxy_on_memory_allocate` (one per buffer the host returns), which
 //!   the arena serves — counted by the host, so the two views must agree.
 
-use edgescore_tests::filter_models::{connection_config, two_model_config};
+use edgescore_tests::filter_models::{connection_config, explained_two_model_config, two_model_config};
 use edgescore_proxy_host::{cargo::filter_wasm, Host, Vm};
 
 fn counters(vm: &mut Vm) -> (u64, u64, u64, u64) {
@@ -38,6 +38,18 @@ fn request(i: usize, big: &str) -> Vec<(String, String)> {
 fn no_heap_allocation_per_request_after_warm_up() {
     // Sample every request so the feature-log path is covered too.
     let config = two_model_config("shadow", r#","feature_log":{"sample_rate":1}"#);
+    assert_no_heap_allocation(&config, false);
+}
+
+/// With reasons: every blocked request (few headers) and half the others get them, in filter
+/// state and in the feature-log line.
+#[test]
+fn no_heap_allocation_with_reasons() {
+    let config = explained_two_model_config("enforce", r#","feature_log":{"sample_rate":1},"explain":{"sample":0.5,"top_k":3}"#);
+    assert_no_heap_allocation(&config, true);
+}
+
+fn assert_no_heap_allocation(config: &str, reasons: bool) {
     let host = Host::new(filter_wasm().unwrap()).unwrap();
     let mut vm = host.vm(b"").unwrap();
     assert!(vm.configure(config.as_bytes()).unwrap());
@@ -52,13 +64,23 @@ fn no_heap_allocation_per_request_after_warm_up() {
     }
     let before = counters(&mut vm);
     let n = 200;
+    let mut explained = 0;
     for i in 0..n {
         let s = vm.stream();
         vm.request_headers(&s, request(i * 7 + 3, &big), true).unwrap();
-        assert!(s.request_headers().get("x-edgescore").is_some());
+        explained += s.filter_state("edgescore.reasons").is_some() as usize;
+        if !reasons {
+            assert!(s.request_headers().get("x-edgescore").is_some());
+        }
         vm.done(&s).unwrap();
     }
     let after = counters(&mut vm);
+    if reasons {
+        // About 3 in 25 are blocked, and half the rest sampled.
+        assert!(explained > n / 4 && explained < n, "{explained} of {n} requests had reasons");
+    } else {
+        assert_eq!(explained, 0);
+    }
     let heap = after.0 - before.0;
     let arena = after.1 - before.1;
     let recycled = after.2 - before.2;

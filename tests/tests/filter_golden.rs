@@ -56,6 +56,7 @@ fn every_feature_model() -> ModelIr {
         features,
         ctrs: Vec::new(),
         trees,
+        covers: None,
     }
 }
 

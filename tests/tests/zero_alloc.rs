@@ -1,5 +1,6 @@
-//! The hot path never touches the global allocator: scoring every row of every fixture model
-//! (and the reference bot model) allocates 0 blocks and 0 bytes, as dhat counts them.
+//! The hot path never touches the global allocator: scoring and explaining every row of every
+//! fixture model (and the reference bot model), and a scorer's decisions with reasons, allocate
+//! 0 blocks and 0 bytes, as dhat counts them.
 
 use edgescore_tests::fixtures;
 
@@ -11,7 +12,7 @@ fn scoring_allocates_nothing() {
     let _profiler = dhat::Profiler::builder().testing().build();
     let mut prepared = Vec::new();
     for f in fixtures("") {
-        let model = f.compile().unwrap();
+        let model = f.compile().unwrap().with_explainer();
         let rows = f.rows(&model).unwrap();
         // The same model with QuickScorer's bitvectors on every row they can score.
         let scan = model.clone().with_bitvectors_on_every_row();
@@ -41,6 +42,25 @@ fn scoring_allocates_nothing() {
     dhat::assert_eq!(after_models.total_blocks - before.total_blocks, 0);
     dhat::assert_eq!(after_models.total_bytes - before.total_bytes, 0);
 
+    // Path attribution (per-request reasons) on every row, by a second walk and from the
+    // leaves scoring recorded: the credits and leaves buffers are the caller's.
+    let mut credits = vec![0f64; prepared.iter().map(|p| p.1.ensemble().explain_len()).max().unwrap_or(0)];
+    let mut leaves = vec![0u32; prepared.iter().map(|p| p.1.ensemble().trees().len()).max().unwrap_or(0)];
+    let before_explain = dhat::HeapStats::get();
+    for (_, model, rows) in &prepared {
+        let e = model.ensemble();
+        for row in rows {
+            e.explain(row, &mut credits).unwrap();
+            checksum += credits.iter().filter(|v| v.is_finite()).sum::<f64>();
+            e.score_recording(row, &mut out32, &mut leaves).unwrap();
+            e.explain_leaves(&leaves, row, &mut credits).unwrap();
+            checksum += credits.iter().filter(|v| v.is_finite()).sum::<f64>();
+        }
+    }
+    let after_explain = dhat::HeapStats::get();
+    dhat::assert_eq!(after_explain.total_blocks - before_explain.total_blocks, 0);
+    dhat::assert_eq!(after_explain.total_bytes - before_explain.total_bytes, 0);
+
     // The multi-model path: one shared vector, every model gathers its own features.
     let first = &prepared[0];
     let names: Vec<String> = {
@@ -58,5 +78,29 @@ fn scoring_allocates_nothing() {
     let after = dhat::HeapStats::get();
     dhat::assert_eq!(after.total_blocks - before_set.total_blocks, 0);
     dhat::assert_eq!(after.total_bytes - before_set.total_bytes, 0);
+
+    // A whole decision with reasons: blocked requests (fewer than 4 headers) and sampled ones,
+    // reasons in filter state and in the feature log line.
+    let mut ir = edgescore_tests::filter_models::step_model("bot", "header_count", 4.0, 4.0);
+    ir.covers = Some(edgescore_compile::ir::Covers::equal(&ir.trees));
+    let bot = edgescore_tests::filter_models::base64(&edgescore_tests::filter_models::artifact(&ir));
+    let config = format!(
+        r#"{{"hash_key":"test-key-0123456789","filter_state":true,"feature_log":{{"sample_rate":1}},"explain":{{"sample":0.5,"top_k":3}},"models":[{{"artifact":"{bot}","threshold":0.9,"action":"block"}}]}}"#
+    );
+    let mut scorer = edgescore_core::Scorer::new(&edgescore_core::PluginConfig::parse(config.as_bytes()).unwrap(), 1).unwrap();
+    let few = edgescore_core::HeaderMap::encode(&[(":method", "GET"), (":path", "/"), (":authority", "a")]);
+    let many = edgescore_core::HeaderMap::encode(&[(":method", "GET"), (":path", "/x"), (":authority", "a"), ("user-agent", "curl/8"), ("accept", "*/*"), ("accept-language", "en"), ("accept-encoding", "gzip"), ("cookie", "a=b")]);
+    let (few, many) = (edgescore_core::HeaderMap::parse(&few).unwrap(), edgescore_core::HeaderMap::parse(&many).unwrap());
+    let mut explained = 0;
+    let before_scorer = dhat::HeapStats::get();
+    for i in 0..200 {
+        let req = edgescore_core::Request::new(if i % 2 == 0 { few } else { many });
+        let outcome = scorer.decide(&req, true).unwrap();
+        explained += outcome.edits.iter().any(|e| matches!(e, edgescore_core::decision::Edit::SetState(k, _) if k == edgescore_core::decision::STATE_REASONS)) as usize;
+    }
+    let after_scorer = dhat::HeapStats::get();
+    dhat::assert_eq!(after_scorer.total_blocks - before_scorer.total_blocks, 0);
+    dhat::assert_eq!(after_scorer.total_bytes - before_scorer.total_bytes, 0);
+    assert!(explained > 100 && explained < 200, "{explained} of 200 requests explained");
     assert!(checksum.is_finite());
 }

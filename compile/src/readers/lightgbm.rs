@@ -26,7 +26,7 @@
 //!   by the number of iterations.
 
 use crate::readers::error::ReadError;
-use crate::ir::{Aggregate, FeatureDef, FeatureKind, Link, ModelIr, Node, SourceFormat, Task, Test, Tree};
+use crate::ir::{Aggregate, CoverKind, Covers, FeatureDef, FeatureKind, Link, ModelIr, Node, SourceFormat, Task, Test, Tree};
 use rayon::prelude::*;
 use std::collections::HashMap;
 
@@ -292,12 +292,16 @@ fn numeric_le(threshold: f64) -> Test {
 
 /// One tree, and the categorical features its bitsets use: (feature, one past the largest
 /// category), merged into the feature table by the caller (trees are read in parallel).
+/// One tree as read: its IR, (feature, category count) of its categorical splits, and its
+/// nodes' covers (internal nodes, then leaves) where the file has them.
+type ReadTree = (Tree, Vec<(usize, u64)>, Option<Vec<f64>>);
+
 fn read_tree(
     t: usize,
     block: &HashMap<&str, &str>,
     n_outputs: usize,
     n_features: usize,
-) -> Result<(Tree, Vec<(usize, u64)>), ReadError> {
+) -> Result<ReadTree, ReadError> {
     let mut categorical = Vec::new();
     let output = (t % n_outputs) as u32;
     let n_leaves = tree_int(t, block, "num_leaves")?.ok_or_else(|| tree_err(t, "missing `num_leaves`"))?;
@@ -314,10 +318,15 @@ fn read_tree(
         Some(1) => linear_leaves(t, block, &leaf_values, n_features)?,
         Some(other) => return Err(tree_err(t, format_args!("is_linear = {other}"))),
     };
+    // Covers: the training rows that reached each node (internal nodes, then leaves, as the
+    // nodes are laid out here); a lone leaf's count does not matter.
+    let leaf_counts: Option<Vec<f64>> = list(t, block, "leaf_count", n_leaves).ok();
     if n_leaves == 1 {
-        return Ok((Tree { output, nodes: leaves }, categorical));
+        return Ok((Tree { output, nodes: leaves }, categorical, Some(leaf_counts.unwrap_or(vec![1.0]))));
     }
     let n_internal = n_leaves - 1;
+    let internal_counts: Option<Vec<f64>> = list(t, block, "internal_count", n_internal).ok();
+    let covers = internal_counts.zip(leaf_counts).map(|(i, l)| [i, l].concat());
     let num_cat = tree_int(t, block, "num_cat")?.unwrap_or(0);
     if num_cat < 0 || num_cat > n_internal as i64 {
         return Err(tree_err(t, format_args!("num_cat = {num_cat}")));
@@ -428,7 +437,7 @@ fn read_tree(
         nodes.push(Node::Split { feature: feature as u32, test, missing_yes, yes: yes as u32, no: no as u32 });
     }
     nodes.extend(leaves);
-    Ok((Tree { output, nodes }, categorical))
+    Ok((Tree { output, nodes }, categorical, covers))
 }
 
 /// A linear tree's leaves (`linear_tree=True`): `leaf_const`, then per leaf `num_features`
@@ -502,8 +511,14 @@ pub fn read(bytes: &[u8]) -> Result<ModelIr, ReadError> {
     // the first error in tree order is the one reported.
     let parsed: Vec<_> = sections.trees.par_iter().enumerate().map(|(t, block)| read_tree(t, block, n_outputs, n_features)).collect();
     let mut trees = Vec::with_capacity(parsed.len());
+    let mut covers = Some(Vec::with_capacity(parsed.len()));
     for result in parsed {
-        let (tree, categorical) = result?;
+        let (tree, categorical, tree_covers) = result?;
+        // Covers for every tree, or none.
+        covers = covers.zip(tree_covers).map(|(mut all, c)| {
+            all.push(c);
+            all
+        });
         for (feature, buckets) in categorical {
             infos[feature].categorical = true;
             infos[feature].buckets = infos[feature].buckets.max(buckets);
@@ -546,6 +561,7 @@ pub fn read(bytes: &[u8]) -> Result<ModelIr, ReadError> {
         features,
         ctrs: Vec::new(),
         trees,
+        covers: covers.map(|per_tree| Covers { kind: CoverKind::Rows, per_tree }),
     })
 }
 

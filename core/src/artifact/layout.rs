@@ -28,9 +28,9 @@ pub const MAGIC: [u8; 8] = *b"ESMODEL\0";
 /// zero-as-missing tests read their input with "missing" (zero or NaN) already sent to their
 /// side, so that such models take the walk without NaN or zero tests.
 ///
-/// Version 6 adds three optional sections: NODE_VALUES (header flag `HAS_NODE_VALUES`) and the
-/// drift reference, DRIFT_EDGES and DRIFT_SHARES (header flag `HAS_DRIFT_REFERENCE`). The
-/// writer emits it only for a model that has one of them.
+/// Version 6 adds three optional sections: NODE_VALUES (header flag `HAS_NODE_VALUES`: what
+/// per-request reasons and `edgescore explain` need) and the drift reference, DRIFT_EDGES and
+/// DRIFT_SHARES (header flag `HAS_DRIFT_REFERENCE`, see [`DriftSeries`]). The writer emits format 6 only for a model with one of them.
 pub const FORMAT_VERSION: u32 = 6;
 /// The oldest format version this build reads.
 pub const OLDEST_FORMAT_VERSION: u32 = 1;
@@ -81,10 +81,11 @@ pub mod flags {
     pub const ZERO_MISSING_COLUMNS: u32 = 1 << 7;
     /// What only format 5 may declare.
     pub const FORMAT_5: u32 = ZERO_MISSING_COLUMNS;
-    /// NODE_VALUES holds a value per node. Format 6.
-    pub const HAS_NODE_VALUES: u32 = 1 << 8;
-    /// DRIFT_EDGES and DRIFT_SHARES hold the drift reference (see [`super::DriftSeries`]).
+    /// The NODE_VALUES section holds the leaves' covers (see [`super::NodeValuesHeader`]).
     /// Format 6.
+    pub const HAS_NODE_VALUES: u32 = 1 << 8;
+    /// The DRIFT_EDGES and DRIFT_SHARES sections hold the training data's reference
+    /// distribution. Format 6.
     pub const HAS_DRIFT_REFERENCE: u32 = 1 << 9;
     /// What only format 6 may declare.
     pub const FORMAT_6: u32 = HAS_NODE_VALUES | HAS_DRIFT_REFERENCE;
@@ -493,3 +494,15 @@ pub struct DriftSeries {
 pub const MAX_DRIFT_EDGES: u32 = 64;
 /// How far a series' shares may sum from 1 (f32 rounding of up to 66 shares).
 pub const DRIFT_SHARE_TOLERANCE: f32 = 1e-3;
+/// The NODE_VALUES section (header flag `HAS_NODE_VALUES`): this header, then one f32 cover
+/// per LEAVES value (a vector leaf's cover repeated for each of its values), finite and >= 0,
+/// every tree's total > 0. A node's cover is the sum of its leaves' covers, its expected value
+/// their cover-weighted mean (`ensemble::explain`): what per-request reasons (path
+/// attribution) and TreeSHAP need, derived at load.
+#[derive(Clone, Copy, Debug, Pod, Zeroable, PartialEq)]
+#[repr(C)]
+pub struct NodeValuesHeader {
+    /// `meta::CoverKind` as u32: what the covers count.
+    pub kind: u32,
+    pub reserved: u32,
+}

@@ -12,6 +12,39 @@ pub enum SourceFormat {
     Onnx = 4,
 }
 
+/// What a model's node covers (its NODE_VALUES section, format 6) count: how much training
+/// data reached each leaf, which node expected values and TreeSHAP weigh by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u32)]
+pub enum CoverKind {
+    /// Sums of the training rows' hessians (XGBoost `sum_hessian`).
+    Hessian = 1,
+    /// Training rows (LightGBM `leaf_count`, CatBoost leaf weights: row counts unless the
+    /// training data had sample weights, then their sums).
+    Rows = 2,
+    /// The source records none (ONNX, scikit-learn through ONNX): every leaf weighs the same.
+    Equal = 3,
+}
+
+impl CoverKind {
+    pub fn from_u32(v: u32) -> Option<CoverKind> {
+        match v {
+            1 => Some(CoverKind::Hessian),
+            2 => Some(CoverKind::Rows),
+            3 => Some(CoverKind::Equal),
+            _ => None,
+        }
+    }
+    /// How `inspect` names it.
+    pub fn describe(self) -> &'static str {
+        match self {
+            CoverKind::Hessian => "hessian sums",
+            CoverKind::Rows => "training rows",
+            CoverKind::Equal => "equal leaf weights (the source records no covers)",
+        }
+    }
+}
+
 /// What the model predicts; decides how outputs are reported (e.g. binary: positive class).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u32)]

@@ -7,7 +7,7 @@ pub mod layout;
 pub mod meta;
 
 pub use error::ArtifactError;
-pub use meta::{Link, SourceFormat, Task};
+pub use meta::{CoverKind, Link, SourceFormat, Task};
 
 /// xxh3-64 over the file with the checksum field taken as zero.
 pub fn checksum(bytes: &[u8]) -> u64 {

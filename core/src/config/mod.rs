@@ -60,6 +60,9 @@ pub struct PluginConfig {
     pub filter_state: bool,
     #[serde(default)]
     pub feature_log: FeatureLogConfig,
+    /// Per-request reasons: the features that moved a model's score most on this request.
+    #[serde(default)]
+    pub explain: ExplainConfig,
     #[serde(default)]
     pub metrics: MetricsConfig,
     pub models: Vec<ModelConfig>,
@@ -103,6 +106,29 @@ pub struct FeatureLogConfig {
     /// Fraction of requests whose feature vector is written to filter state, 0 to 1.
     #[serde(default)]
     pub sample_rate: f64,
+}
+
+/// Reasons (path attribution over the trees the request walked: each split's change in its
+/// node's expected value, credited to the split's feature) for every blocked request and for a
+/// sample of the others, written to filter state (`wasm.edgescore.reasons`) and to the feature
+/// log line: `bot:ua_family=+1.234,header_count=-0.402`. Models compiled without node values
+/// give none.
+#[derive(Debug, Clone, Copy, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ExplainConfig {
+    /// Fraction of the requests not blocked that get reasons too, 0 to 1.
+    pub sample: f64,
+    /// How many features per model, largest contribution first; 0: no reasons at all.
+    pub top_k: u32,
+}
+
+/// The most features a reason lists per model.
+pub const MAX_TOP_K: u32 = 16;
+
+impl Default for ExplainConfig {
+    fn default() -> Self {
+        ExplainConfig { sample: 0.0, top_k: 3 }
+    }
 }
 
 /// The filter counts in its own memory and hands the counts to Envoy every `flush_ms` (a host
@@ -198,6 +224,13 @@ impl PluginConfig {
         if !(0.0..=1.0).contains(&rate) {
             return Err(ConfigError::new("feature_log.sample_rate", format!("{rate} is not between 0 and 1")));
         }
+        let sample = self.explain.sample;
+        if !(0.0..=1.0).contains(&sample) {
+            return Err(ConfigError::new("explain.sample", format!("{sample} is not between 0 and 1")));
+        }
+        if self.explain.top_k > MAX_TOP_K {
+            return Err(ConfigError::new("explain.top_k", format!("{} is more than {MAX_TOP_K}", self.explain.top_k)));
+        }
         if self.models.is_empty() {
             return Err(ConfigError::new("models", "at least one model is required"));
         }
@@ -262,6 +295,9 @@ mod tests {
         assert!(err(r#"{"hash_key":"0123456789abcdef","headers":{"scores":"X-Up"},"models":[]}"#).starts_with("headers.scores:"));
         assert!(err(r#"{"hash_key":"0123456789abcdef","feature_log":{"sample_rate":2},"models":[]}"#).starts_with("feature_log.sample_rate:"));
         assert!(err("[").starts_with("configuration:"));
+        assert_eq!(err(r#"{"hash_key":"0123456789abcdef","explain":{"sample":-0.5},"models":[]}"#), "explain.sample: -0.5 is not between 0 and 1");
+        assert_eq!(err(r#"{"hash_key":"0123456789abcdef","explain":{"top_k":17},"models":[]}"#), "explain.top_k: 17 is more than 16");
+        assert!(err(r#"{"hash_key":"0123456789abcdef","explain":{"topk":1},"models":[]}"#).contains("unknown field `topk`"));
     }
 }
 

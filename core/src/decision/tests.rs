@@ -62,7 +62,7 @@ fn tree(d: &mut Decision, headers: &[(&str, &str)], scores: &[f32], end_of_strea
     let buf = map(headers);
     let h = HeaderMap::parse(&buf).unwrap();
     let v = d.verdict(scores, false);
-    let o = d.decide(&h, scores, v, b"", end_of_stream);
+    let o = d.decide(&h, scores, v, b"", b"", end_of_stream);
     (o.verdict, edits(&o.edits), o.count, o.bands.to_vec(), o.permille.to_vec(), o.text)
 }
 
@@ -169,7 +169,7 @@ fn sampled_requests_log_their_features() {
     let buf = map(&[]);
     let h = HeaderMap::parse(&buf).unwrap();
     let v = d.verdict(&[0.1, 0.1], true);
-    let o = d.decide(&h, &[0.1, 0.1], v, br#"{"v":1}"#, true);
+    let o = d.decide(&h, &[0.1, 0.1], v, br#"{"v":1}"#, b"", true);
     assert_eq!(edits(&o.edits)[3], r#"state edgescore.features: {"v":1}"#);
 }
 

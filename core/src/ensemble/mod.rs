@@ -17,6 +17,7 @@ use core::mem::MaybeUninit;
 
 mod bitvectors;
 pub use bitvectors::BitvectorsSize;
+pub mod explain;
 pub mod ctr;
 mod validate;
 pub use validate::Model;
@@ -78,6 +79,11 @@ pub struct TreeEnsemble<'a> {
     pub(crate) drift_series: &'a [DriftSeries],
     pub(crate) drift_edges: &'a [f32],
     pub(crate) drift_shares: &'a [f32],
+    /// Path attribution's tables, once `Model::with_explainer` built them.
+    pub(crate) explainer: Option<&'a explain::Explainer>,
+    /// NODE_VALUES' covers, one per LEAVES value (empty without), and what they count.
+    pub(crate) covers: &'a [f32],
+    pub(crate) cover_kind: Option<crate::artifact::CoverKind>,
 }
 
 impl<'a> TreeEnsemble<'a> {
@@ -203,6 +209,17 @@ impl<'a> TreeEnsemble<'a> {
             &mut large[..n_out]
         };
         self.accumulate(features, acc);
+        self.finish(acc, apply_link);
+        for (i, v) in acc.iter().enumerate() {
+            put(i, *v);
+        }
+        Ok(())
+    }
+
+    /// The trees' sums `acc` → margins (the base, an average's divisor) → outputs (the link,
+    /// with `apply_link`), in place.
+    #[inline(always)]
+    pub(crate) fn finish(&self, acc: &mut [f64], apply_link: bool) {
         let divisor = if self.meta.aggregate == aggregate::AVERAGE { self.meta.aggregate_divisor } else { 1.0 };
         for (a, b) in acc.iter_mut().zip(self.base) {
             // Division only when averaging: `x / 1.0` is exact, but skip it to keep sums bitwise.
@@ -218,10 +235,6 @@ impl<'a> TreeEnsemble<'a> {
             };
             link.apply(acc);
         }
-        for (i, v) in acc.iter().enumerate() {
-            put(i, *v);
-        }
-        Ok(())
     }
 
     /// The feature a split on `split_feature` tests, numbered inputs then CTR features: a
@@ -300,6 +313,26 @@ impl<'a> TreeEnsemble<'a> {
 
     #[inline(always)]
     fn walk_derived<const N: usize>(&self, x: &[f32], total: usize, acc: &mut [f64]) {
+        self.derived_row::<N, ()>(x, total, |row| self.walk_derived_row(row, acc))
+    }
+
+    /// `f` of the row the model's splits read: the inputs themselves, or the derived row.
+    #[inline(always)]
+    pub(crate) fn with_row<R>(&self, x: &[f32], f: impl FnOnce(&[f32]) -> R) -> R {
+        if self.flags & (flags::HAS_CTRS | flags::NAN_LOW_COLUMNS | flags::ZERO_MISSING_COLUMNS) == 0 {
+            return f(x);
+        }
+        let total = row_len(self.meta.n_features, self.ctr_features.len() as u32, self.flags) as usize;
+        if total <= 128 {
+            self.derived_row::<128, R>(x, total, f)
+        } else {
+            self.derived_row::<{ MAX_CTR_ROW as usize }, R>(x, total, f)
+        }
+    }
+
+    /// The derived row in a stack buffer of N values (`total` of them used), handed to `f`.
+    #[inline(always)]
+    fn derived_row<const N: usize, R>(&self, x: &[f32], total: usize, f: impl FnOnce(&[f32]) -> R) -> R {
         let nf = self.n_features();
         // Uninitialised, then written in full: zeroing the buffer per row would cost more
         // than the walk of a small model.
@@ -338,7 +371,7 @@ impl<'a> TreeEnsemble<'a> {
         // SAFETY: the loops above wrote all `total` values: `x` has at least `nf` (checked in
         // `with_outputs`), `columns` is empty, `nf` or `3 * nf` long, one CTR value each.
         let row = unsafe { core::slice::from_raw_parts(buf.as_ptr().cast::<f32>(), total) };
-        self.walk_derived_row(row, acc)
+        f(row)
     }
 
     /// The walks for derived rows, out of line, so that the plain path keeps its own copy
@@ -536,10 +569,16 @@ impl<'a> TreeEnsemble<'a> {
     /// NaN among the leaf's features and the leaf is worth its plain output instead.
     #[inline(always)]
     fn linear_value(&self, leaf: Node, x: &[f32]) -> f64 {
+        self.linear_value_at((leaf.payload & node::LEAF_INDEX_MASK) as usize, x)
+    }
+
+    /// [`linear_value`](Self::linear_value) of the leaf at LEAVES index `index`.
+    #[inline(always)]
+    pub(crate) fn linear_value_at(&self, index: usize, x: &[f32]) -> f64 {
         // SAFETY: validation checks LINEAR_LEAVES has one entry per leaf, every term range lies
-        // in LINEAR_TERMS and every term's feature is < n_features <= x.len().
+        // in LINEAR_TERMS and every term's feature is < n_features <= x.len(); callers pass a
+        // leaf's LEAVES index.
         unsafe {
-            let index = (leaf.payload & node::LEAF_INDEX_MASK) as usize;
             let leaf = self.linear_leaves.get_unchecked(index);
             let terms = self.linear_terms.get_unchecked(leaf.term_offset as usize..(leaf.term_offset + leaf.n_terms) as usize);
             let mut value = leaf.constant;

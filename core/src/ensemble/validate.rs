@@ -3,6 +3,7 @@
 //! enforced here (the list is in `docs/artifact-format.md`).
 
 use super::bitvectors::Bitvectors;
+use super::explain::Explainer;
 use super::walk::Walk;
 use super::TreeEnsemble;
 use crate::artifact::layout::*;
@@ -31,6 +32,8 @@ struct Owned {
     /// What the lockstep walk reads besides the row (see `walk.rs`).
     walk: Walk,
     bitvectors: Option<Bitvectors>,
+    /// Path attribution's tables (`explain.rs`), once [`Model::with_explainer`] built them.
+    explainer: Option<Explainer>,
 }
 
 impl Owned {
@@ -73,12 +76,12 @@ impl Model {
         let r = |k: usize| &aligned[parts.ranges[k].clone()];
         let trees: &[TreeSpec] = bytemuck::cast_slice(r(4));
         let walk = Walk::build(bytemuck::cast_slice(r(5)), &trees[..parts.n_walked], bytemuck::cast_slice(r(8)));
-        let bitvectors = Bitvectors::build(&view(aligned, &parts, &walk, None), false);
-        Ok(Model::from_owned(Owned { words, len, parts, walk, bitvectors }))
+        let bitvectors = Bitvectors::build(&view(aligned, &parts, &walk, None, None), false);
+        Ok(Model::from_owned(Owned { words, len, parts, walk, bitvectors, explainer: None }))
     }
 
     fn from_owned(owned: Owned) -> Model {
-        Model { cell: Arc::new(Cell::new(owned, |o| view(o.as_bytes(), &o.parts, &o.walk, o.bitvectors.as_ref()))) }
+        Model { cell: Arc::new(Cell::new(owned, |o| view(o.as_bytes(), &o.parts, &o.walk, o.bitvectors.as_ref(), o.explainer.as_ref()))) }
     }
 
     /// The owned parts, copied if another clone shares them.
@@ -91,7 +94,7 @@ impl Model {
     #[doc(hidden)]
     pub fn with_bitvectors_on_every_row(self) -> Model {
         let mut o = self.into_owned();
-        o.bitvectors = Bitvectors::build(&view(o.as_bytes(), &o.parts, &o.walk, None), true);
+        o.bitvectors = Bitvectors::build(&view(o.as_bytes(), &o.parts, &o.walk, None, None), true);
         Model::from_owned(o)
     }
 
@@ -101,6 +104,22 @@ impl Model {
     pub fn without_bitvectors(self) -> Model {
         let mut o = self.into_owned();
         o.bitvectors = None;
+        Model::from_owned(o)
+    }
+
+    /// This model with path attribution's tables (`explain.rs`: node expected values, each
+    /// leaf's credits), which `TreeEnsemble::explain` and its kin need, built from its node
+    /// values; unchanged without them (or with them built already). Not part of `load`: only
+    /// a model that will be explained pays for them (`Explainer::bytes`).
+    pub fn with_explainer(self) -> Model {
+        let o = self.cell.borrow_owner();
+        if o.explainer.is_some() || o.parts.flags & flags::HAS_NODE_VALUES == 0 {
+            return self;
+        }
+        let mut o = self.into_owned();
+        // Validation checked the section; `build` fails only on what it refused.
+        let explainer = Explainer::build(&view(o.as_bytes(), &o.parts, &o.walk, None, None), &o.as_bytes()[o.parts.ranges[15].clone()]);
+        o.explainer = explainer;
         Model::from_owned(o)
     }
 
@@ -116,8 +135,15 @@ impl Model {
 
 /// Slices validated bytes into the evaluator's view. Only called with `parts` that `validate`
 /// returned for these very bytes, so every cast lines up.
-fn view<'a>(bytes: &'a [u8], p: &Parts, walk: &'a Walk, bitvectors: Option<&'a Bitvectors>) -> TreeEnsemble<'a> {
+fn view<'a>(bytes: &'a [u8], p: &Parts, walk: &'a Walk, bitvectors: Option<&'a Bitvectors>, explainer: Option<&'a Explainer>) -> TreeEnsemble<'a> {
     let r = |k: usize| &bytes[p.ranges[k].clone()];
+    let node_values = r(15);
+    let head = core::mem::size_of::<NodeValuesHeader>().min(node_values.len());
+    let cover_kind = if node_values.len() >= core::mem::size_of::<NodeValuesHeader>() {
+        crate::artifact::CoverKind::from_u32(pod_read_unaligned::<NodeValuesHeader>(&node_values[..head]).kind)
+    } else {
+        None
+    };
     TreeEnsemble {
         meta: p.meta,
         flags: p.flags,
@@ -146,6 +172,9 @@ fn view<'a>(bytes: &'a [u8], p: &Parts, walk: &'a Walk, bitvectors: Option<&'a B
         drift_series: bytemuck::cast_slice(&r(16)[..p.drift_split]),
         drift_edges: bytemuck::cast_slice(&r(16)[p.drift_split..]),
         drift_shares: bytemuck::cast_slice(r(17)),
+        explainer,
+        cover_kind,
+        covers: bytemuck::cast_slice(&node_values[head..]),
     }
 }
 
@@ -267,6 +296,11 @@ fn validate(bytes: &[u8]) -> Result<Parts, E> {
             }
         }
         let (used, n_walked) = check_trees(&meta, header.format_version, split_features, trees, nodes)?;
+        check_node_values(&meta, header.flags & flags::HAS_NODE_VALUES != 0, bytes, &entries[15], trees, nodes)?;
+        // The drift reference's contents are checked where they are read; absent, it is empty.
+        if header.flags & flags::HAS_DRIFT_REFERENCE == 0 && (entries[16].len != 0 || entries[17].len != 0) {
+            return Err(E::SectionTable("drift reference sections without HAS_DRIFT_REFERENCE"));
+        }
         let (low_start, zero_start) = (nan_low_start(meta.n_features, n_ctr), zero_low_start(meta.n_features, n_ctr));
         let reads = |from: u32, to: u32| nodes.iter().any(|n| n.flags & node::LEAF == 0 && (from..to).contains(&(n.feature as u32)));
         let nan_walk = nodes.iter().any(|n| n.sees_nan(meta.n_features));
@@ -274,7 +308,8 @@ fn validate(bytes: &[u8]) -> Result<Parts, E> {
             | if linear { flags::HAS_LINEAR_LEAVES } else { 0 }
             | if ctrs { flags::HAS_CTRS } else { 0 }
             | if reads(low_start, zero_start) { flags::NAN_LOW_COLUMNS } else { 0 }
-            | if reads(zero_start, u32::MAX) { flags::ZERO_MISSING_COLUMNS } else { 0 };
+            | if reads(zero_start, u32::MAX) { flags::ZERO_MISSING_COLUMNS } else { 0 }
+            | header.flags & flags::FORMAT_6;
         if used & flags::RICH_LEAVES == flags::RICH_LEAVES {
             return Err(E::Meta("vector leaves and linear leaves in one model"));
         }
@@ -539,6 +574,49 @@ fn check_drift(bytes: &[u8], meta: &Meta, declared: bool, edges: &SectionEntry, 
         }
     }
     Ok(table)
+}
+
+/// NODE_VALUES: empty without `HAS_NODE_VALUES`; with it, its header (a known cover kind) and
+/// one finite, non-negative cover per LEAVES value, each tree's leaves covering more than 0.
+/// Runs after `check_trees`, so every tree's leaf indices are known to be in range.
+fn check_node_values(meta: &Meta, declared: bool, bytes: &[u8], e: &SectionEntry, trees: &[TreeSpec], nodes: &[Node]) -> Result<(), E> {
+    if !declared {
+        return if e.len == 0 { Ok(()) } else { Err(E::NodeValues("section not empty without HAS_NODE_VALUES")) };
+    }
+    let head = core::mem::size_of::<NodeValuesHeader>() as u64;
+    let expected = head + meta.n_leaves as u64 * 4;
+    if e.len != expected {
+        return Err(E::SectionLength { section: "NODE_VALUES", len: e.len, expected });
+    }
+    let raw = &bytes[e.offset as usize..(e.offset + e.len) as usize];
+    let header: NodeValuesHeader = pod_read_unaligned(&raw[..head as usize]);
+    if crate::artifact::CoverKind::from_u32(header.kind).is_none() {
+        return Err(E::NodeValues("unknown cover kind"));
+    }
+    if header.reserved != 0 {
+        return Err(E::ReservedNotZero("node_values.reserved"));
+    }
+    let covers: &[f32] = bytemuck::try_cast_slice(&raw[head as usize..]).map_err(|_| E::Misaligned)?;
+    if let Some(i) = covers.iter().position(|c| !(c.is_finite() && *c >= 0.0)) {
+        return Err(E::NotFinite { what: "leaf cover (or negative)", index: i });
+    }
+    for (t, tree) in trees.iter().enumerate() {
+        let total: f64 = leaf_ranges(meta, tree, nodes).map(|r| covers[r].iter().map(|&c| c as f64).sum::<f64>()).sum();
+        if total.is_nan() || total <= 0.0 {
+            return Err(E::Tree { tree: t, reason: "its leaves' covers sum to 0" });
+        }
+    }
+    Ok(())
+}
+
+/// The LEAVES ranges of a validated tree's leaves (an oblivious tree: its whole table).
+pub(crate) fn leaf_ranges<'a>(meta: &Meta, tree: &TreeSpec, nodes: &'a [Node]) -> impl Iterator<Item = core::ops::Range<usize>> + 'a {
+    let width = if tree.output == VECTOR_OUTPUT { meta.n_outputs as usize } else { 1 };
+    let table = if tree.layout == tree_layout::OBLIVIOUS { 1usize << tree.depth } else { width };
+    nodes[tree.root as usize..tree.end as usize].iter().filter(|n| n.flags & node::LEAF != 0).map(move |n| {
+        let first = (n.payload & node::LEAF_INDEX_MASK) as usize;
+        first..first + table
+    })
 }
 
 /// Checks every tree and node; returns the header flags the node tests and tree kinds require.

@@ -225,6 +225,9 @@ fn structure(root: &Table) -> Result<Model, ReadError> {
     let splits = i32s(&trees.words(1, 1).map_err(fb)?);
     let sizes = i32s(&trees.words(2, 1).map_err(fb)?);
     let leaves = trees.f64s(8).map_err(fb)?;
+    // `LeafWeights`: one per leaf of each tree (not per output), as the JSON's `leaf_weights`.
+    let weights = trees.f64s(9).map_err(fb)?;
+    let mut next_weight = 0usize;
     let (mut next_split, mut next_leaf) = (0usize, 0usize);
     let mut oblivious = Vec::with_capacity(sizes.len());
     for (t, &depth) in sizes.iter().enumerate() {
@@ -237,7 +240,9 @@ fn structure(root: &Table) -> Result<Model, ReadError> {
         }
         let n = (1usize << depth) * dimension as usize;
         let values = leaves.get(next_leaf..next_leaf + n).ok_or_else(|| malformed(format!("tree {t}: leaf values past LeafValues")))?;
-        oblivious.push(ObliviousTree { splits: tree_splits, leaf_values: values.to_vec() });
+        let leaf_weights = weights.get(next_weight..next_weight + (1usize << depth)).map_or(Vec::new(), <[f64]>::to_vec);
+        next_weight += 1usize << depth;
+        oblivious.push(ObliviousTree { splits: tree_splits, leaf_values: values.to_vec(), leaf_weights });
         next_split += depth;
         next_leaf += n;
     }

@@ -74,6 +74,10 @@ pub(super) struct CatFeature {
 pub(super) struct ObliviousTree {
     pub(super) splits: Vec<Split>,
     pub(super) leaf_values: Vec<f64>,
+    /// The training rows (or their sample weights' sum) that reached each leaf; empty in
+    /// models saved without them.
+    #[serde(default)]
+    pub(super) leaf_weights: Vec<f64>,
 }
 
 #[derive(Deserialize, Clone)]

@@ -32,7 +32,7 @@ mod document;
 mod error;
 mod flatbuf;
 
-use crate::ir::{Aggregate, FeatureDef, FeatureKind, Level, Link, ModelIr, Node, SourceFormat, Task, Test, Tree};
+use crate::ir::{Aggregate, CoverKind, Covers, FeatureDef, FeatureKind, Level, Link, ModelIr, Node, SourceFormat, Task, Test, Tree};
 use crate::readers::error::ReadError;
 use document::Model;
 use edgescore_core::ensemble::ctr::code_hash as category_hash;
@@ -95,6 +95,10 @@ struct FloatSplitInfo {
     flat: u32,
     nan_yes: bool,
 }
+
+/// One CatBoost tree as read: a tree per output, (feature, buckets) its one-hot splits saw,
+/// and its leaves' covers where the file has them.
+type ExpandedTree = (Vec<Tree>, Vec<(usize, u32)>, Option<Vec<f64>>);
 
 pub fn read(bytes: &[u8]) -> Result<ModelIr, ReadError> {
     let model: Model = if cbm::is_cbm(bytes) { cbm::to_model(bytes)? } else { document::from_json(bytes)? };
@@ -224,7 +228,7 @@ pub fn read(bytes: &[u8]) -> Result<ModelIr, ReadError> {
 
     // Trees are read on every core; the first error in tree order is reported. One-hot
     // splits report (feature, buckets) for the feature table, merged after.
-    let expanded: Vec<Result<(Vec<Tree>, Vec<(usize, u32)>), ReadError>> = oblivious
+    let expanded: Vec<Result<ExpandedTree, ReadError>> = oblivious
         .par_iter()
         .enumerate()
         .map(|(t, tree)| {
@@ -309,12 +313,20 @@ pub fn read(bytes: &[u8]) -> Result<ModelIr, ReadError> {
                     }],
                 })
                 .collect();
-            Ok((trees, buckets_seen))
+            // Each output's tree has the same leaves, so the same covers.
+            let covers = (tree.leaf_weights.len() == n_leaves).then(|| tree.leaf_weights.clone());
+            Ok((trees, buckets_seen, covers))
         })
         .collect();
     let mut trees = Vec::with_capacity(oblivious.len() * dimension);
+    let mut covers = Some(Vec::with_capacity(oblivious.len() * dimension));
     for result in expanded {
-        let (expanded, buckets_seen) = result?;
+        let (expanded, buckets_seen, tree_covers) = result?;
+        // Covers for every tree, or none.
+        covers = covers.zip(tree_covers).map(|(mut all, c)| {
+            all.extend(std::iter::repeat_n(c, expanded.len()));
+            all
+        });
         trees.extend(expanded);
         for (flat, seen) in buckets_seen {
             // `cat_flat` only holds categorical features.
@@ -339,6 +351,7 @@ pub fn read(bytes: &[u8]) -> Result<ModelIr, ReadError> {
         features,
         ctrs: ctrs.into_iter().map(|c| c.def).collect(),
         trees,
+        covers: covers.map(|per_tree| Covers { kind: CoverKind::Rows, per_tree }),
     })
 }
 

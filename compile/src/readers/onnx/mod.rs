@@ -24,7 +24,7 @@ mod trees;
 #[cfg(test)]
 mod tests;
 
-use crate::ir::{Aggregate, FeatureDef, FeatureKind, Link, ModelIr, Node, SourceFormat, Task, Tree};
+use crate::ir::{Aggregate, Covers, FeatureDef, FeatureKind, Link, ModelIr, Node, SourceFormat, Task, Tree};
 use crate::readers::error::ReadError;
 use attrs::Attrs;
 use error::{malformed, unsupported};
@@ -119,6 +119,8 @@ fn from_proto(model: &pb::ModelProto) -> Result<ModelIr, ReadError> {
         base_score,
         features: (0..n_features).map(|i| FeatureDef { name: format!("f{i}"), kind: FeatureKind::Numeric }).collect(),
         ctrs: Vec::new(),
+        // ONNX's tree ensembles record no covers.
+        covers: Some(Covers::equal(&trees)),
         trees,
     })
 }
@@ -152,6 +154,7 @@ fn ensemble5_model(model: &pb::ModelProto, graph: &pb::GraphProto, attrs: &Attrs
         (other, _) => return Err(malformed(format!("TreeEnsemble post_transform {other}"))),
     };
     let n_features = n_features.unwrap_or_else(|| split_width(&skeletons).unwrap_or(1));
+    let trees = ir_trees(&skeletons, Some);
     Ok(ModelIr {
         name: if graph.name.is_empty() { "onnx-model".into() } else { graph.name.clone() },
         version: model.model_version.to_string(),
@@ -163,7 +166,9 @@ fn ensemble5_model(model: &pb::ModelProto, graph: &pb::GraphProto, attrs: &Attrs
         base_score: vec![0.0; n_targets],
         features: (0..n_features).map(|i| FeatureDef { name: format!("f{i}"), kind: FeatureKind::Numeric }).collect(),
         ctrs: Vec::new(),
-        trees: ir_trees(&skeletons, Some),
+        // ONNX's tree ensembles record no covers.
+        covers: Some(Covers::equal(&trees)),
+        trees,
     })
 }
 

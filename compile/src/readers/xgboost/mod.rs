@@ -10,7 +10,7 @@
 mod ubjson;
 
 use crate::readers::error::ReadError;
-use crate::ir::{Aggregate, FeatureDef, FeatureKind, Link, ModelIr, Node, SourceFormat, Task, Test, Tree};
+use crate::ir::{Aggregate, CoverKind, Covers, FeatureDef, FeatureKind, Link, ModelIr, Node, SourceFormat, Task, Test, Tree};
 use rayon::prelude::*;
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -22,7 +22,7 @@ fn malformed(detail: impl Into<String>) -> ReadError {
 }
 
 // The document, typed: only the fields the reader uses are kept; serde skips the rest (e.g.
-// `loss_changes`, `sum_hessian`) without allocating. Typed parsing is several times faster
+// `loss_changes`) without allocating. Typed parsing is several times faster
 // than a `serde_json::Value` tree on multi-megabyte models.
 #[derive(Deserialize)]
 struct Document<'a> {
@@ -147,6 +147,9 @@ struct TreeJson<'a> {
     /// values among them.
     #[serde(borrow, default)]
     base_weights: Option<F32s<'a>>,
+    /// Each node's cover: the sum of the hessians of the training rows that reached it.
+    #[serde(borrow, default)]
+    sum_hessian: Option<F32s<'a>>,
 }
 
 /// An array of XGBoost's f32 values. From JSON it is kept as text, parsed when its tree is
@@ -313,6 +316,10 @@ pub(super) fn deserialize<'a, T: Deserialize<'a>>(bytes: &'a [u8]) -> Result<T, 
     }
 }
 
+/// One tree as read: its IR, the largest category each categorical split tests (feature,
+/// code), and its nodes' covers where the file has them.
+type ReadTree = (Tree, Vec<(usize, u32)>, Option<Vec<f64>>);
+
 pub fn read(bytes: &[u8]) -> Result<ModelIr, ReadError> {
     let doc: Document = deserialize(bytes)?;
     let learner = doc.learner;
@@ -367,7 +374,7 @@ pub fn read(bytes: &[u8]) -> Result<ModelIr, ReadError> {
     let mut max_category = vec![None::<u32>; n_features];
 
     // Trees are independent: read on every core; the first error in tree order is reported.
-    let read: Vec<Result<(Tree, Vec<(usize, u32)>), ReadError>> = trees
+    let read: Vec<Result<ReadTree, ReadError>> = trees
         .par_iter()
         .enumerate()
         .map(|(t, source)| {
@@ -393,12 +400,22 @@ pub fn read(bytes: &[u8]) -> Result<ModelIr, ReadError> {
             if size_leaf > 1 {
                 vector_leaves(tj, t, size_leaf, weight, &mut nodes)?;
             }
-            Ok((Tree { output: if size_leaf > 1 { 0 } else { output as u32 }, nodes }, categories))
+            let covers = match &tj.sum_hessian {
+                Some(h) => Some(f32_array(h, t, "sum_hessian")?.iter().map(|&c| c as f64).collect::<Vec<_>>()).filter(|c| c.len() == nodes.len()),
+                None => None,
+            };
+            Ok((Tree { output: if size_leaf > 1 { 0 } else { output as u32 }, nodes }, categories, covers))
         })
         .collect();
     let mut trees = Vec::with_capacity(read.len());
+    let mut covers = Some(Vec::with_capacity(read.len()));
     for result in read {
-        let (tree, categories) = result?;
+        let (tree, categories, tree_covers) = result?;
+        // Covers for every tree, or none: a model saved without them has no node values.
+        covers = covers.zip(tree_covers).map(|(mut all, c)| {
+            all.push(c);
+            all
+        });
         for (f, m) in categories {
             let slot = &mut max_category[f];
             *slot = Some(slot.map_or(m, |s| s.max(m)));
@@ -431,6 +448,7 @@ pub fn read(bytes: &[u8]) -> Result<ModelIr, ReadError> {
         features,
         ctrs: Vec::new(),
         trees,
+        covers: covers.map(|per_tree| Covers { kind: CoverKind::Hessian, per_tree }),
     })
 }
 
