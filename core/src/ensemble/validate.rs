@@ -297,10 +297,6 @@ fn validate(bytes: &[u8]) -> Result<Parts, E> {
         }
         let (used, n_walked) = check_trees(&meta, header.format_version, split_features, trees, nodes)?;
         check_node_values(&meta, header.flags & flags::HAS_NODE_VALUES != 0, bytes, &entries[15], trees, nodes)?;
-        // The drift reference's contents are checked where they are read; absent, it is empty.
-        if header.flags & flags::HAS_DRIFT_REFERENCE == 0 && (entries[16].len != 0 || entries[17].len != 0) {
-            return Err(E::SectionTable("drift reference sections without HAS_DRIFT_REFERENCE"));
-        }
         let (low_start, zero_start) = (nan_low_start(meta.n_features, n_ctr), zero_low_start(meta.n_features, n_ctr));
         let reads = |from: u32, to: u32| nodes.iter().any(|n| n.flags & node::LEAF == 0 && (from..to).contains(&(n.feature as u32)));
         let nan_walk = nodes.iter().any(|n| n.sees_nan(meta.n_features));
@@ -309,16 +305,13 @@ fn validate(bytes: &[u8]) -> Result<Parts, E> {
             | if ctrs { flags::HAS_CTRS } else { 0 }
             | if reads(low_start, zero_start) { flags::NAN_LOW_COLUMNS } else { 0 }
             | if reads(zero_start, u32::MAX) { flags::ZERO_MISSING_COLUMNS } else { 0 }
-            | header.flags & flags::FORMAT_6;
+            // The format-6 sections were checked against their flags above and below.
+            | header.flags & flags::HAS_NODE_VALUES;
         if used & flags::RICH_LEAVES == flags::RICH_LEAVES {
             return Err(E::Meta("vector leaves and linear leaves in one model"));
         }
         if used & flags::HAS_OBLIVIOUS != 0 && used & flags::RICH_LEAVES != 0 {
             return Err(E::Meta("oblivious trees with vector or linear leaves"));
-        }
-        // NODE_VALUES is read by no evaluator of this build: it stays empty, its flag unset.
-        if entries[15].len != 0 {
-            return Err(E::SectionLength { section: SectionKind::NodeValues.name(), len: entries[15].len, expected: 0 });
         }
         let drift = header.flags & flags::HAS_DRIFT_REFERENCE != 0;
         let drift_split = check_drift(bytes, &meta, drift, &entries[16], &entries[17])?;
