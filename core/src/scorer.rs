@@ -37,9 +37,9 @@ struct Reasons {
     top_k: usize,
     /// One model's credits (`TreeEnsemble::explain_leaves`), the largest model's size.
     credits: Vec<f64>,
-    /// Per model: the range of `leaves` its scoring records each tree's leaf in
-    /// (`TreeEnsemble::score_recording`), for the models reasons can name (active, with node
-    /// values); empty for the others, which are scored as usual.
+    /// Per model: the range of `leaves` an explained request's second walk records each tree's
+    /// leaf in (`TreeEnsemble::score_recording`), for the models reasons can name (active,
+    /// with node values); empty for the others.
     leaf_ranges: Vec<core::ops::Range<usize>>,
     leaves: Vec<u32>,
     /// One model's top features: (feature, credit).
@@ -261,14 +261,7 @@ impl Scorer {
     pub fn score(&mut self, req: &Request<'_>) -> Result<Verdict, ScoreError> {
         self.schema.compute(req, &mut self.shared);
         for (i, (p, &n)) in self.decision.models().iter().zip(&self.n_outputs).enumerate() {
-            let recorded = self.reasons.leaf_ranges[i].clone();
-            if recorded.is_empty() {
-                self.set.score(i, &self.shared, &mut self.outputs[..n])?;
-            } else {
-                // The same scores, each tree's leaf kept: reasons then add up their credits
-                // without walking the trees again.
-                self.set.score_recording(i, &self.shared, &mut self.outputs[..n], &mut self.reasons.leaves[recorded])?;
-            }
+            self.set.score(i, &self.shared, &mut self.outputs[..n])?;
             self.scores[i] = self.outputs[p.output];
         }
         self.drift.count(&self.shared, &self.scores);
@@ -303,11 +296,19 @@ impl Scorer {
     /// request no model acted on) for every active model; each model's `top_k` features by
     /// the size of their credit to its score's output. Models without node values are
     /// skipped. No allocation.
+    ///
+    /// The model is walked again here, keeping each tree's leaf (`score_recording`, the same
+    /// scores bit for bit), rather than on every request: a request that is neither blocked
+    /// nor sampled pays nothing for reasons.
     fn explain(&mut self, v: Verdict) {
         let r = &mut self.reasons;
         for (i, p) in self.decision.models().iter().enumerate() {
             let recorded = r.leaf_ranges[i].clone();
             if recorded.is_empty() || v.by.is_some_and(|by| by != i) {
+                continue;
+            }
+            let n = self.n_outputs[i];
+            if self.set.score_recording(i, &self.shared, &mut self.outputs[..n], &mut r.leaves[recorded.clone()]).is_err() {
                 continue;
             }
             if self.set.explain_leaves(i, &self.shared, &r.leaves[recorded], &mut r.credits).is_err() {
