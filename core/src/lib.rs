@@ -12,7 +12,8 @@
 //! registry poller to every worker through shared data, a bounded slice per tick.
 //! [`signatures`] verifies HTTP message signatures (RFC 9421) of signed bots against trusted
 //! key directories; [`velocity`] counts each client's requests, paths and 4xx answers over
-//! the last seconds in a fixed-size table per worker.
+//! the last seconds in a fixed-size table per worker. [`drift`] counts each request's inputs
+//! and score into the bins of a model's reference distribution, for the drift watch.
 
 pub mod action;
 pub mod artifact;
