@@ -112,7 +112,7 @@ pub struct Table {
 }
 
 impl Table {
-    /// A table of `capacity` entries (rounded up to a power of two, at least [`PROBE`]).
+    /// A table of `capacity` entries (rounded up to a power of two, at least the probe window).
     pub fn new(capacity: usize) -> Table {
         let n = capacity.max(PROBE).next_power_of_two();
         Table { entries: vec![EMPTY; n], mask: n - 1, evictions: 0 }
