@@ -471,8 +471,13 @@ fn push_fixed4(out: &mut Vec<u8>, x: f32) {
     }
 }
 
-fn push_decimal(out: &mut Vec<u8>, mut n: u64) {
+fn push_decimal(out: &mut Vec<u8>, n: u64) {
     let mut digits = [0u8; 20];
+    out.extend_from_slice(decimal(n, &mut digits));
+}
+
+/// `n` in decimal, written at the end of `digits` (no allocation, no formatter).
+pub(crate) fn decimal(mut n: u64, digits: &mut [u8; 20]) -> &[u8] {
     let mut at = digits.len();
     loop {
         at -= 1;
@@ -482,7 +487,7 @@ fn push_decimal(out: &mut Vec<u8>, mut n: u64) {
             break;
         }
     }
-    out.extend_from_slice(&digits[at..]);
+    &digits[at..]
 }
 
 #[cfg(test)]

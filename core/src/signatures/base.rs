@@ -39,21 +39,11 @@ impl Bounded {
     }
 
     fn put_integer(&mut self, v: i64) -> Result<(), Refusal> {
-        let mut digits = [0u8; 20];
-        let mut n = v.unsigned_abs();
-        let mut at = digits.len();
-        loop {
-            at -= 1;
-            digits[at] = b'0' + (n % 10) as u8;
-            n /= 10;
-            if n == 0 {
-                break;
-            }
-        }
         if v < 0 {
             self.put(b"-")?;
         }
-        self.put(&digits[at..])
+        let mut digits = [0u8; 20];
+        self.put(crate::decision::decimal(v.unsigned_abs(), &mut digits))
     }
 }
 
