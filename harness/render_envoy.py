@@ -47,10 +47,12 @@ class ModelPolicy:
     action: str  # allow | tag | block
     status: int | None = None
     body: str | None = None
+    # Another artifact than target/models/<name>.esm (benches scoring other builds of a model).
+    path: Path | None = None
 
     @property
     def artifact(self) -> Path:
-        return MODELS_DIR / f"{self.name}.esm"
+        return self.path or MODELS_DIR / f"{self.name}.esm"
 
 
 @dataclass(frozen=True)

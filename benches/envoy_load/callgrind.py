@@ -6,7 +6,9 @@
 VARIANT is `none`, `noop`, `edgescore`, `native` (the configurations of run.py), `noop:<plan>` (the no-op
 filter making host calls, e.g. `noop:headers=1,properties=1`) or `wasm:<name>=<path>` (the
 edgescore filter from another .wasm); `edgescore` and `wasm:` take outputs beyond the defaults
-after `@`, e.g. `edgescore@decision+state` (run.bench_plugin_config). Each runs in its own Envoy (--concurrency 1) under
+after `@`, e.g. `edgescore@decision+state` (run.bench_plugin_config); `edgescore` and `native`
+score other builds of the example models given as a directory after `~`, e.g.
+`native~target/bench-drift/drift` (<dir>/<name>.esm for each example model). Each runs in its own Envoy (--concurrency 1) under
 `valgrind --tool=callgrind`, with instrumentation off until 300 warm-up requests are done; then
 `--requests` of the bench's requests (demo/traffic.py, 4 keep-alive connections, a new one after
 each POST as Envoy closes it) are counted. Printed per request: user-space instructions by
@@ -23,6 +25,7 @@ Envoy runs ~50x slower under callgrind; a variant takes ~15 s.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import re
 import shutil
 import socket
@@ -42,16 +45,23 @@ from harness import envoyctl, render_envoy  # noqa: E402
 
 
 def config(variant: str) -> dict:
+    variant, _, models_dir = variant.partition("~")
     variant, _, opts = variant.partition("@")
     outputs = tuple(o for o in opts.split("+") if o)
     kind, _, arg = variant.partition(":")
+    models = render_envoy.EXAMPLE_MODELS
+    if models_dir:
+        models = tuple(dataclasses.replace(m, path=Path(models_dir) / f"{m.name}.esm") for m in models)
+        missing = [str(m.artifact) for m in models if not m.artifact.is_file()]
+        if missing:
+            raise SystemExit(f"missing {', '.join(missing)}")
     if kind == "noop":
-        cfg = run.bench_config("noop", render_envoy.EXAMPLE_MODELS)
+        cfg = run.bench_config("noop", models)
         render_envoy.wasm_filter(cfg)["configuration"]["value"] = arg
         return cfg
     if kind == "wasm":
-        return run.bench_config(variant, render_envoy.EXAMPLE_MODELS, Path(arg.split("=", 1)[1]), outputs=outputs)
-    return run.bench_config(kind, render_envoy.EXAMPLE_MODELS, outputs=outputs)
+        return run.bench_config(variant, models, Path(arg.split("=", 1)[1]), outputs=outputs)
+    return run.bench_config(kind, models, outputs=outputs)
 
 
 def requests(port: int) -> list[bytes]:

@@ -290,10 +290,7 @@ def main(argv: list[str] | None = None) -> int:
         print("missing (run `make build`): " + ", ".join(map(str, missing)), file=sys.stderr)
         return 2
     if args.models:
-        models = tuple(render_envoy.ModelPolicy(p.stem, 1.5, "block") for p in args.models)
-        # ModelPolicy.artifact reads target/models/<name>.esm; point it at the given files.
-        paths = {m.name: p for m, p in zip(models, args.models)}
-        render_envoy.ModelPolicy.artifact = property(lambda self: paths.get(self.name, render_envoy.MODELS_DIR / f"{self.name}.esm"))
+        models = tuple(render_envoy.ModelPolicy(p.stem, 1.5, "block", path=p) for p in args.models)
     else:
         models = render_envoy.EXAMPLE_MODELS
     if "noop" in selected or args.hostcalls:
