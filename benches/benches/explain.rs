@@ -1,9 +1,7 @@
 //! What a per-request reason costs, on a row of the reference "bot" models (XGBoost 300×depth
-//! 6, LightGBM 300×63 leaves, compiled with node values): `score` (a model reasons cannot
-//! name); `score_recording` (what the filter's scorer runs for a model reasons can name: the
-//! same scores, each tree's leaf kept; against `score`, what an allowed request pays);
-//! `score_recording+explain_leaves` (an explained request: against `score_recording`, its
-//! extra cost, the ≤ 1 µs target); `score+explain` (a second walk, as `edgescore explain`). Override the models with
+//! 6, LightGBM 300×63 leaves, compiled with node values): `score` (what every request runs);
+//! `explain` (what an explained request adds: a walk that adds up each reached leaf's
+//! credits, the ≤ 1 µs target). Override the models with
 //! EDGESCORE_BENCH_MODELS="path/a.json,path/b.esm" and the rows with EDGESCORE_BENCH_ROWS.
 //!
 //! cargo bench -p edgescore-benches --bench explain
@@ -43,33 +41,12 @@ fn explain(c: &mut Criterion) {
                 black_box(out[0])
             })
         });
-        // What every request on a model that reasons can name pays: scoring that keeps each
-        // tree's leaf (against `score`, the difference an allowed request pays).
-        let mut leaves = vec![0u32; e.trees().len()];
-        group.bench_function(format!("{name}/score_recording"), |b| {
+        // What an explained request adds to its scoring.
+        group.bench_function(format!("{name}/explain"), |b| {
             b.iter(|| {
                 i = (i + 1) % rows.len();
-                e.score_recording(black_box(&rows[i]), &mut out, &mut leaves).unwrap();
-                black_box(out[0])
-            })
-        });
-        // An explained request: that, then the recorded leaves' credits added up (against
-        // `score_recording`, the ≤ 1 µs an explained request may add).
-        group.bench_function(format!("{name}/score_recording+explain_leaves"), |b| {
-            b.iter(|| {
-                i = (i + 1) % rows.len();
-                e.score_recording(black_box(&rows[i]), &mut out, &mut leaves).unwrap();
-                e.explain_leaves(&leaves, &rows[i], &mut credits).unwrap();
-                black_box((out[0], credits[0]))
-            })
-        });
-        // Explaining with a second walk (`explain`, what `edgescore explain` runs).
-        group.bench_function(format!("{name}/score+explain"), |b| {
-            b.iter(|| {
-                i = (i + 1) % rows.len();
-                e.score(black_box(&rows[i]), &mut out).unwrap();
                 e.explain(black_box(&rows[i]), &mut credits).unwrap();
-                black_box((out[0], credits[0]))
+                black_box(credits[0])
             })
         });
     }

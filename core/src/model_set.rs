@@ -81,16 +81,10 @@ impl ModelSet {
         self.with_features(i, shared, |e, x| e.score(x, out))?
     }
 
-    /// As [`score`](Self::score), recording each tree's leaf in `leaves`
-    /// (`TreeEnsemble::score_recording`). No allocation.
-    pub fn score_recording(&mut self, i: usize, shared: &[f32], out: &mut [f32], leaves: &mut [u32]) -> Result<(), ScoreError> {
-        self.with_features(i, shared, |e, x| e.score_recording(x, out, leaves))?
-    }
-
-    /// Model `i`'s path attribution of the row `score_recording` recorded into `leaves`
-    /// (`TreeEnsemble::explain_leaves`). No allocation.
-    pub fn explain_leaves(&mut self, i: usize, shared: &[f32], leaves: &[u32], out: &mut [f64]) -> Result<(), ExplainError> {
-        self.with_features(i, shared, |e, x| e.explain_leaves(leaves, x, out))?
+    /// Model `i`'s path attribution of the shared vector (`TreeEnsemble::explain`). No
+    /// allocation.
+    pub fn explain(&mut self, i: usize, shared: &[f32], out: &mut [f64]) -> Result<(), ExplainError> {
+        self.with_features(i, shared, |e, x| e.explain(x, out))?
     }
 
     /// `f` of model `i` and its features, gathered from `shared` where they are not its first

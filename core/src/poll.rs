@@ -211,7 +211,7 @@ impl Poll {
     fn check(&self, entry: &ManifestModel, bytes: Vec<u8>) -> Result<Vec<u8>, Refusal> {
         let model: Model = check_artifact(entry, &bytes, self.max_artifact_bytes, Some(&self.hash_key_id))?;
         FeatureSchema::new(&self.hash_key)
-            .admit(&model.ensemble())
+            .admit(model.ensemble())
             .map_err(|err| Refusal::SchemaMismatch(format!("{} v{}: {err}", entry.name, entry.version)))?;
         Ok(bytes)
     }

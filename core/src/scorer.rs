@@ -35,13 +35,10 @@ pub struct Scorer {
 struct Reasons {
     sampler: Sampler,
     top_k: usize,
-    /// One model's credits (`TreeEnsemble::explain_leaves`), the largest model's size.
+    /// One model's credits (`TreeEnsemble::explain`), the largest model's size.
     credits: Vec<f64>,
-    /// Per model: the range of `leaves` an explained request's second walk records each tree's
-    /// leaf in (`TreeEnsemble::score_recording`), for the models reasons can name (active,
-    /// with node values); empty for the others.
-    leaf_ranges: Vec<core::ops::Range<usize>>,
-    leaves: Vec<u32>,
+    /// Per model: whether reasons can name it (active, with node values).
+    named: Vec<bool>,
     /// One model's top features: (feature, credit).
     top: Vec<(u32, f64)>,
     /// The last request's reasons: (model, feature, credit), models in order.
@@ -72,6 +69,17 @@ pub struct Served {
     pub shadow: bool,
 }
 
+/// `model` with path attribution's tables if reasons can name it (active, `top_k` > 0). Built
+/// once per model: building copies the model when clones share it, and takes milliseconds for
+/// a 300-tree model (on the main thread, for every worker's scorer, at each registry swap).
+fn explainable(cfg: &PluginConfig, model: Model, shadow: bool) -> Model {
+    if cfg.explain.top_k > 0 && !shadow {
+        model.with_explainer()
+    } else {
+        model
+    }
+}
+
 impl Scorer {
     /// The configuration's bootstrap artifacts, decoded and validated. `seed` seeds the
     /// feature-log sampler.
@@ -94,20 +102,22 @@ impl Scorer {
                     return Err(ConfigError::new(&field, format!("the artifact's model is `{}`, not `{name}`", model.ensemble().name())));
                 }
             }
-            out.push(Served { model, policy: i, version: None, shadow: false });
+            out.push(Served { model: explainable(cfg, model, false), policy: i, version: None, shadow: false });
         }
         Ok(out)
     }
 
     /// The models a configuration serves: each registry model under the policy of the
     /// configured model of its name (one the configuration does not name is left out), then
-    /// each bootstrap model whose policy no active registry model serves yet.
+    /// each bootstrap model whose policy no active registry model serves yet. Builds path
+    /// attribution's tables (`explainable`): assemble once and clone the result for each
+    /// scorer, whose clones share them.
     pub fn served<'m>(cfg: &PluginConfig, registry: impl IntoIterator<Item = RegistryModel<'m>>, bootstrap: &[Served]) -> Vec<Served> {
         let mut models: Vec<Served> = registry
             .into_iter()
             .filter_map(|r| {
                 let policy = cfg.models.iter().position(|m| m.name.as_deref() == Some(r.name))?;
-                Some(Served { model: r.model.clone(), policy, version: Some(r.version), shadow: r.shadow })
+                Some(Served { model: explainable(cfg, r.model.clone(), r.shadow), policy, version: Some(r.version), shadow: r.shadow })
             })
             .collect();
         for b in bootstrap {
@@ -132,11 +142,10 @@ impl Scorer {
             let i = served.policy;
             let Some(m) = cfg.models.get(i) else { return Err(ConfigError::new("models", format!("no model {i}"))) };
             let field = format!("models[{i}].artifact");
-            // Path attribution's tables only for the models reasons can name: active ones, with
-            // `top_k` > 0.
-            let model = if cfg.explain.top_k > 0 && !served.shadow { served.model.with_explainer() } else { served.model };
+            // Built by `served`/`bootstrap` already, for models from there (a no-op then).
+            let model = explainable(cfg, served.model, served.shadow);
             let e = model.ensemble();
-            let gather = schema.admit(&e).map_err(|err| ConfigError::new(&field, format!("model `{}`: {err}", e.name())))?;
+            let gather = schema.admit(e).map_err(|err| ConfigError::new(&field, format!("model `{}`: {err}", e.name())))?;
             let n_outputs = e.n_outputs();
             let output = match m.output {
                 Some(o) if (o as usize) < n_outputs => o as usize,
@@ -191,14 +200,7 @@ impl Scorer {
             + 16
             + reasons_room;
         let explain_len = (0..set.len()).map(|i| set.ensemble(i).explain_len()).max().unwrap_or(0);
-        let mut leaf_ranges = Vec::with_capacity(set.len());
-        let mut n_leaves = 0;
-        for (i, p) in policies.iter().enumerate() {
-            let e = set.ensemble(i);
-            let n = if top_k > 0 && !p.shadow && e.explainer().is_some() { e.trees().len() } else { 0 };
-            leaf_ranges.push(n_leaves..n_leaves + n);
-            n_leaves += n;
-        }
+        let named = policies.iter().enumerate().map(|(i, p)| top_k > 0 && !p.shadow && set.ensemble(i).explainer().is_some()).collect();
         Ok(Scorer {
             on_error: cfg.on_error,
             decision: Decision::new(cfg, policies),
@@ -216,8 +218,7 @@ impl Scorer {
                 sampler: Sampler::new(cfg.explain.sample, seed ^ 0x9e37_79b9_7f4a_7c15),
                 top_k,
                 credits: vec![0.0; explain_len],
-                leaf_ranges,
-                leaves: vec![0; n_leaves],
+                named,
                 top: vec![(0, 0.0); top_k],
                 items: Vec::with_capacity(n_models * top_k),
                 text: Vec::with_capacity(reasons_room),
@@ -297,21 +298,15 @@ impl Scorer {
     /// the size of their credit to its score's output. Models without node values are
     /// skipped. No allocation.
     ///
-    /// The model is walked again here, keeping each tree's leaf (`score_recording`, the same
-    /// scores bit for bit), rather than on every request: a request that is neither blocked
-    /// nor sampled pays nothing for reasons.
+    /// The model is walked again here rather than its leaves kept on every request: a request
+    /// that is neither blocked nor sampled pays nothing for reasons.
     fn explain(&mut self, v: Verdict) {
         let r = &mut self.reasons;
         for (i, p) in self.decision.models().iter().enumerate() {
-            let recorded = r.leaf_ranges[i].clone();
-            if recorded.is_empty() || v.by.is_some_and(|by| by != i) {
+            if !r.named[i] || v.by.is_some_and(|by| by != i) {
                 continue;
             }
-            let n = self.n_outputs[i];
-            if self.set.score_recording(i, &self.shared, &mut self.outputs[..n], &mut r.leaves[recorded.clone()]).is_err() {
-                continue;
-            }
-            if self.set.explain_leaves(i, &self.shared, &r.leaves[recorded], &mut r.credits).is_err() {
+            if self.set.explain(i, &self.shared, &mut r.credits).is_err() {
                 continue;
             }
             let e = self.set.ensemble(i);

@@ -108,13 +108,14 @@ impl Filter {
     /// a swap per worker (`edgescore.registry.swaps`, as the Wasm filter counts them). The error
     /// is the configuration's refusal.
     pub fn offer<'m>(&self, registry: &[RegistryModel<'m>]) -> Result<Vec<String>, ConfigError> {
-        let served = || Scorer::served(&self.cfg, registry.iter().map(|r| RegistryModel { name: r.name, version: r.version, shadow: r.shadow, model: r.model }), &self.bootstrap);
-        let probe = Scorer::build(&self.cfg, self.seed, served())?;
+        // Assembled once: each worker's scorer shares its models (and their tables).
+        let served = Scorer::served(&self.cfg, registry.iter().map(|r| RegistryModel { name: r.name, version: r.version, shadow: r.shadow, model: r.model }), &self.bootstrap);
+        let probe = Scorer::build(&self.cfg, self.seed, served.clone())?;
         let ids = probe.models().iter().map(|m| m.id.clone()).collect();
         self.metrics.set_drift_reference(&self.envoy, probe.drift());
         let mut probe = Some(probe);
         self.workers.offer(|| {
-            let scorer = probe.take().map_or_else(|| Scorer::build(&self.cfg, self.seed, served()), Ok);
+            let scorer = probe.take().map_or_else(|| Scorer::build(&self.cfg, self.seed, served.clone()), Ok);
             // The same inputs built once already: a second build cannot fail.
             Worker::new(scorer.expect("built before"), &self.metrics)
         });

@@ -42,18 +42,13 @@ fn scoring_allocates_nothing() {
     dhat::assert_eq!(after_models.total_blocks - before.total_blocks, 0);
     dhat::assert_eq!(after_models.total_bytes - before.total_bytes, 0);
 
-    // Path attribution (per-request reasons) on every row, by a second walk and from the
-    // leaves scoring recorded: the credits and leaves buffers are the caller's.
+    // Path attribution (per-request reasons) on every row: the credits buffer is the caller's.
     let mut credits = vec![0f64; prepared.iter().map(|p| p.1.ensemble().explain_len()).max().unwrap_or(0)];
-    let mut leaves = vec![0u32; prepared.iter().map(|p| p.1.ensemble().trees().len()).max().unwrap_or(0)];
     let before_explain = dhat::HeapStats::get();
     for (_, model, rows) in &prepared {
         let e = model.ensemble();
         for row in rows {
             e.explain(row, &mut credits).unwrap();
-            checksum += credits.iter().filter(|v| v.is_finite()).sum::<f64>();
-            e.score_recording(row, &mut out32, &mut leaves).unwrap();
-            e.explain_leaves(&leaves, row, &mut credits).unwrap();
             checksum += credits.iter().filter(|v| v.is_finite()).sum::<f64>();
         }
     }

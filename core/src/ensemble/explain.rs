@@ -5,11 +5,9 @@
 //!
 //! Everything that depends on the model alone is done here, once, at load ([`Explainer`]):
 //! every node's expected value (the cover-weighted mean of its leaves, from NODE_VALUES), and
-//! for every leaf the (feature, credit) pairs of its path, merged per feature. The filter scores
-//! a model it may explain with [`TreeEnsemble::score_recording`] (the same scores, each tree's
-//! leaf kept); an explained request then only adds up its leaves' pairs
-//! ([`TreeEnsemble::explain_leaves`]): at most one pair per distinct feature on each path, into
-//! the caller's buffer, without allocating. [`TreeEnsemble::explain`] walks the row itself.
+//! for every leaf the (feature, credit) pairs of its path, merged per feature. Explaining a row
+//! ([`TreeEnsemble::explain`]) walks it and adds up its leaves' pairs: at most one pair per
+//! distinct feature on each path, into the caller's buffer, without allocating.
 //!
 //! What is credited to which feature: a split on a NaN-low or zero-as-missing column to its
 //! input; a split on a CatBoost CTR feature to the CTR's source features, in equal shares; a
@@ -301,95 +299,49 @@ impl<'a> TreeEnsemble<'a> {
     /// Path attribution of one row: `out[o * (n_features + 1) + f]` receives input `f`'s
     /// credit for output `o`'s margin, `out[o * (n_features + 1) + n_features]` the expected
     /// margin; each output's values add up to its margin (as [`margins`](Self::margins)
-    /// computes it, to rounding). Walks the trees again: a row already scored with
-    /// [`score_recording`](Self::score_recording) takes [`explain_leaves`](Self::explain_leaves)
-    /// instead. Allocates nothing.
+    /// computes it, to rounding). Walks the trees (the scoring walk keeps no leaves: a request
+    /// that is not explained pays nothing) and adds each reached leaf's credits. Allocates
+    /// nothing.
     pub fn explain(&self, features: &[f32], out: &mut [f64]) -> Result<(), ExplainError> {
         let ex = self.explain_start(features, out)?;
         let width = self.n_features() + 1;
+        // The leaves of BATCH trees at a time: their credits are far apart in a table of
+        // megabytes (300 trees × 64 leaves × a path each), so their lines are all asked for
+        // before the first is added, and the misses overlap instead of following one another.
+        let mut batch = [0u32; BATCH];
+        let mut n = 0;
         self.with_row(features, |row| {
             self.for_each_leaf(row, |_, index| {
-                add_credits(ex.credits(index), width, out);
-                if !ex.linear_credit.is_empty() {
-                    self.credit_linear(ex, index, features, width, out);
+                batch[n] = index as u32;
+                n += 1;
+                if n == BATCH {
+                    self.add_leaves(ex, &batch, features, width, out);
+                    n = 0;
                 }
             })
         });
+        self.add_leaves(ex, &batch[..n], features, width, out);
         Ok(())
     }
 
-    /// As [`score`](Self::score), the same outputs bit for bit, and `leaves[t]` receives the
-    /// LEAVES index of the leaf tree `t` (in TREES order) reached: what
-    /// [`explain_leaves`](Self::explain_leaves) needs to explain the row without walking it
-    /// again. The walk of [`explain`](Self::explain), which records each tree's leaf as it
-    /// adds it. `leaves` has at least one slot per tree. Allocates nothing.
-    pub fn score_recording(&self, features: &[f32], out: &mut [f32], leaves: &mut [u32]) -> Result<(), super::ScoreError> {
-        let n_out = self.n_outputs();
-        if features.len() < self.n_features() {
-            return Err(super::ScoreError::Features { got: features.len(), need: self.n_features() });
+    /// The credits of `leaves` (LEAVES indexes) into `out`, linear leaves' terms too.
+    #[inline(always)]
+    fn add_leaves(&self, ex: &Explainer, leaves: &[u32], features: &[f32], width: usize, out: &mut [f64]) {
+        let mut ranges = [(0usize, 0usize); BATCH];
+        for (r, &leaf) in ranges.iter_mut().zip(leaves) {
+            let leaf = leaf as usize;
+            *r = (ex.starts[leaf] as usize, ex.starts[leaf + 1] as usize);
+            prefetch(&ex.credits[r.0..r.1]);
         }
-        if out.len() < n_out {
-            return Err(super::ScoreError::Outputs { got: out.len(), need: n_out });
-        }
-        if leaves.len() < self.trees.len() {
-            return Err(super::ScoreError::Outputs { got: leaves.len(), need: self.trees.len() });
-        }
-        let mut small = [0f64; 4];
-        let mut large;
-        let acc = if n_out <= small.len() {
-            &mut small[..n_out]
-        } else {
-            large = [0f64; crate::MAX_OUTPUTS];
-            &mut large[..n_out]
-        };
-        let linear = !self.linear_leaves.is_empty();
-        self.with_row(features, |row| {
-            self.for_each_leaf(row, |t, index| {
-                leaves[t] = index as u32;
-                // In tree order, as the scoring walk adds them (see `walk`).
-                let tree = &self.trees[t];
-                if tree.output == VECTOR_OUTPUT {
-                    for (o, a) in acc.iter_mut().enumerate() {
-                        *a += self.leaves[index + o];
-                    }
-                } else if linear {
-                    acc[tree.output as usize] += self.linear_value_at(index, row);
-                } else {
-                    acc[tree.output as usize] += self.leaves[index];
-                }
-            })
-        });
-        self.finish(acc, true);
-        for (o, v) in out.iter_mut().zip(acc.iter()) {
-            *o = *v as f32;
-        }
-        Ok(())
-    }
-
-    /// [`explain`](Self::explain) of a row [`score_recording`](Self::score_recording) scored
-    /// into `leaves`: only each tree's leaf's credits added up (and linear leaves' terms,
-    /// which read `features`). Allocates nothing.
-    pub fn explain_leaves(&self, leaves: &[u32], features: &[f32], out: &mut [f64]) -> Result<(), ExplainError> {
-        let ex = self.explain_start(features, out)?;
-        if leaves.len() < self.trees.len() {
-            return Err(super::ScoreError::Outputs { got: leaves.len(), need: self.trees.len() }.into());
-        }
-        let width = self.n_features() + 1;
-        for &index in &leaves[..self.trees.len()] {
-            let index = index as usize;
-            if index >= self.leaves.len() {
-                // Not a leaf of this model: `leaves` was recorded for another.
-                return Err(super::ScoreError::Outputs { got: index, need: self.leaves.len() }.into());
-            }
-            add_credits(ex.credits(index), width, out);
+        for (&(a, b), &leaf) in ranges.iter().zip(leaves) {
+            add_credits(&ex.credits[a..b], width, out);
             if !ex.linear_credit.is_empty() {
-                self.credit_linear(ex, index, features, width, out);
+                self.credit_linear(ex, leaf as usize, features, width, out);
             }
         }
-        Ok(())
     }
 
-    /// The checks both explanations make, and `out` reset to the expected values.
+    /// The checks an explanation makes, and `out` reset to the expected values.
     fn explain_start(&self, features: &[f32], out: &mut [f64]) -> Result<&'a Explainer, ExplainError> {
         let ex = self.explainer.ok_or(ExplainError::NoNodeValues)?;
         let nf = self.n_features();
@@ -461,6 +413,25 @@ impl<'a> TreeEnsemble<'a> {
             out[output * width + t.feature as usize] += x[t.feature as usize] as f64 * t.coeff / divisor;
         }
     }
+}
+
+/// Leaves whose credits [`TreeEnsemble::explain`] asks for together.
+const BATCH: usize = super::LANES;
+
+/// Asks for the cache lines of `credits` without waiting for them (a no-op where the target
+/// has no prefetch instruction the standard library exposes).
+#[inline(always)]
+fn prefetch(credits: &[Credit]) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let (start, bytes) = (credits.as_ptr() as *const i8, core::mem::size_of_val(credits));
+        for offset in (0..bytes).step_by(64) {
+            // SAFETY: a prefetch never faults; the addresses are inside `credits`.
+            unsafe { core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(start.add(offset)) };
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = credits;
 }
 
 #[inline(always)]

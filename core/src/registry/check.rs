@@ -56,7 +56,7 @@ pub fn check_artifact(entry: &ManifestModel, bytes: &[u8], max_bytes: u64, hash_
     if e.name() != entry.name {
         return Err(Refusal::SchemaMismatch(format!("{model}: the artifact's model name is {:?}, the manifest says {:?}", e.name(), entry.name)));
     }
-    let schema = schema_hash(&e);
+    let schema = schema_hash(e);
     if schema != entry.schema_hash {
         return Err(Refusal::SchemaMismatch(format!(
             "{model}: the artifact's feature schema hash is {schema}, the manifest says {}",
@@ -71,7 +71,7 @@ pub fn check_artifact(entry: &ManifestModel, bytes: &[u8], max_bytes: u64, hash_
         }
     }
     for (row, g) in entry.golden.iter().enumerate() {
-        row_matches(&e, g).map_err(|detail| Refusal::GoldenMismatch { model: model.clone(), row, detail })?;
+        row_matches(e, g).map_err(|detail| Refusal::GoldenMismatch { model: model.clone(), row, detail })?;
     }
     Ok(loaded)
 }
