@@ -99,29 +99,37 @@ def send(port: int, reqs: list[bytes], n: int, conns: int = 4) -> None:
 
 
 def split(out_file: Path) -> dict[str, int]:
-    """Instructions by where they ran, from callgrind_annotate's per-function totals."""
+    """Instructions by where they ran, from callgrind_annotate's per-function totals. The
+    annotation names a function's object only on the line of its own source file; the lines of
+    code inlined into it from other files (std's slices, another crate's module) carry the
+    function's name without the object, and count where the function does."""
     text = subprocess.run(["callgrind_annotate", "--threshold=100", str(out_file)], capture_output=True, text=True,
                           check=True).stdout
-    parts: dict[str, int] = {}
+    rows = []
     for line in text.splitlines():
-        m = re.match(r"\s*([\d,]+) \(\s*[\d.]+%\)\s+\S+:(\S+) \[(.*)\]$", line)
-        if not m:
-            continue
-        n, fn, obj = int(m.group(1).replace(",", "")), m.group(2), m.group(3)
-        if obj == "???":
-            addr = int(fn, 16) if fn.startswith("0x") else 0
-            # Envoy's tcmalloc sits just past the binary's image; V8's code space is far above.
-            key = "JIT" if addr > 1 << 32 else "tcmalloc"
-        elif obj.endswith("/envoy"):
-            key = "envoy"
-        elif "libc.so" in obj:
-            key = "libc"
-        elif obj.endswith(f"lib{render_envoy.NATIVE_MODULE}.so"):
-            key = "module"
-        else:
-            key = "other"
+        m = re.match(r"\s*([\d,]+) \(\s*[\d.]+%\)\s+(\S+?):(\S+)(?: \[(.*)\])?$", line)
+        if m and m.group(2) != "PROGRAM TOTALS":
+            rows.append((int(m.group(1).replace(",", "")), m.group(3), m.group(4)))
+    object_of = {fn: obj for _, fn, obj in rows if obj is not None}
+    parts: dict[str, int] = {}
+    for n, fn, obj in rows:
+        key = where(fn, obj if obj is not None else object_of.get(fn, ""))
         parts[key] = parts.get(key, 0) + n
     return parts
+
+
+def where(fn: str, obj: str) -> str:
+    if obj == "???":
+        addr = int(fn, 16) if fn.startswith("0x") else 0
+        # Envoy's tcmalloc sits just past the binary's image; V8's code space is far above.
+        return "JIT" if addr > 1 << 32 else "tcmalloc"
+    if obj.endswith("/envoy"):
+        return "envoy"
+    if "libc.so" in obj:
+        return "libc"
+    if obj.endswith(f"lib{render_envoy.NATIVE_MODULE}.so"):
+        return "module"
+    return "other"
 
 
 def measure(variant: str, n: int, work: Path) -> dict[str, float]:

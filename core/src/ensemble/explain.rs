@@ -305,40 +305,15 @@ impl<'a> TreeEnsemble<'a> {
     pub fn explain(&self, features: &[f32], out: &mut [f64]) -> Result<(), ExplainError> {
         let ex = self.explain_start(features, out)?;
         let width = self.n_features() + 1;
-        // The leaves of BATCH trees at a time: their credits are far apart in a table of
-        // megabytes (300 trees × 64 leaves × a path each), so their lines are all asked for
-        // before the first is added, and the misses overlap instead of following one another.
-        let mut batch = [0u32; BATCH];
-        let mut n = 0;
         self.with_row(features, |row| {
             self.for_each_leaf(row, |_, index| {
-                batch[n] = index as u32;
-                n += 1;
-                if n == BATCH {
-                    self.add_leaves(ex, &batch, features, width, out);
-                    n = 0;
+                add_credits(ex.credits(index), width, out);
+                if !ex.linear_credit.is_empty() {
+                    self.credit_linear(ex, index, features, width, out);
                 }
             })
         });
-        self.add_leaves(ex, &batch[..n], features, width, out);
         Ok(())
-    }
-
-    /// The credits of `leaves` (LEAVES indexes) into `out`, linear leaves' terms too.
-    #[inline(always)]
-    fn add_leaves(&self, ex: &Explainer, leaves: &[u32], features: &[f32], width: usize, out: &mut [f64]) {
-        let mut ranges = [(0usize, 0usize); BATCH];
-        for (r, &leaf) in ranges.iter_mut().zip(leaves) {
-            let leaf = leaf as usize;
-            *r = (ex.starts[leaf] as usize, ex.starts[leaf + 1] as usize);
-            prefetch(&ex.credits[r.0..r.1]);
-        }
-        for (&(a, b), &leaf) in ranges.iter().zip(leaves) {
-            add_credits(&ex.credits[a..b], width, out);
-            if !ex.linear_credit.is_empty() {
-                self.credit_linear(ex, leaf as usize, features, width, out);
-            }
-        }
     }
 
     /// The checks an explanation makes, and `out` reset to the expected values.
@@ -413,25 +388,6 @@ impl<'a> TreeEnsemble<'a> {
             out[output * width + t.feature as usize] += x[t.feature as usize] as f64 * t.coeff / divisor;
         }
     }
-}
-
-/// Leaves whose credits [`TreeEnsemble::explain`] asks for together.
-const BATCH: usize = super::LANES;
-
-/// Asks for the cache lines of `credits` without waiting for them (a no-op where the target
-/// has no prefetch instruction the standard library exposes).
-#[inline(always)]
-fn prefetch(credits: &[Credit]) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        let (start, bytes) = (credits.as_ptr() as *const i8, core::mem::size_of_val(credits));
-        for offset in (0..bytes).step_by(64) {
-            // SAFETY: a prefetch never faults; the addresses are inside `credits`.
-            unsafe { core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(start.add(offset)) };
-        }
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = credits;
 }
 
 #[inline(always)]
