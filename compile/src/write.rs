@@ -378,6 +378,12 @@ pub fn write_with_reference(model: &ModelIr, max_format: u32, reference: Option<
             let mut s = Sections::default();
             let covers = node_covers.map(|c| c.per_tree[t].as_slice());
             let (depth, vector) = lay_out_tree(t, tree, covers, split_features, n_inputs, n_outputs, &mut s)?;
+            // A tree no training weight reached (a constant LightGBM tree's leaf_count of 0, or
+            // covers below f32's range) weighs its leaves equally: its expected value is their
+            // plain mean, as for a node neither side of which any row reached (`explain.rs`).
+            if covers.is_some() && s.covers.iter().map(|&c| c as f64).sum::<f64>() <= 0.0 {
+                s.covers.fill(1.0);
+            }
             let layout = if matches!(tree.nodes[..], [IrNode::Oblivious { .. }]) { tree_layout::OBLIVIOUS } else { tree_layout::NODES };
             Ok(LaidOut { depth, layout, output: if vector { VECTOR_OUTPUT } else { tree.output }, s })
         })

@@ -5,7 +5,8 @@
 #![no_main]
 
 use arbitrary::Unstructured;
-use edgescore_compile::write::{write, write_for};
+use edgescore_compile::drift::DriftReference;
+use edgescore_compile::write::{write, write_for, write_with_reference};
 use edgescore_compile::ir::{ModelIr, Node, Test};
 use edgescore_core::Model;
 use edgescore_fuzz::gen::{self, Cfg};
@@ -74,14 +75,16 @@ fuzz_target!(|data: &[u8]| {
     // NaN-low columns, the same trees in the same order, so the same margins bit for bit.
     let older = write_for(&ir, 3).ok().map(|b| Model::load(&b).expect("a format-3 write must load"));
     let mut got_older = vec![0f64; e.n_outputs()];
-    for x in oracle::rows(ir.features.len(), &per, u.take_rest(), &mut rng) {
-        e.margins(&x, &mut got).unwrap();
+    let rows = oracle::rows(ir.features.len(), &per, u.take_rest(), &mut rng);
+    for x in &rows {
+        let x = x.as_slice();
+        e.margins(x, &mut got).unwrap();
         if let Some(m) = &older {
-            m.ensemble().margins(&x, &mut got_older).unwrap();
+            m.ensemble().margins(x, &mut got_older).unwrap();
             assert_eq!(got.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), got_older.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), "NaN-low columns changed a margin (row {x:?})");
         }
         // The writer accepted the IR, so every tree walk must end on a leaf.
-        let r = ir.try_reference(&x).expect("reference walk failed on IR the writer accepted");
+        let r = ir.try_reference(x).expect("reference walk failed on IR the writer accepted");
         let (want, mag) = (r.margins, r.magnitudes);
         for o in 0..got.len() {
             assert!(
@@ -93,4 +96,21 @@ fuzz_target!(|data: &[u8]| {
         }
     }
     oracle::exercise(&model, data);
+    // The same model with a drift reference over these rows (format 6, `compile --reference`):
+    // it must load and score the same, and the oracle counts rows with it.
+    if data.first().is_some_and(|b| b & 1 == 1) && !rows.is_empty() {
+        let bins = 1 + data.len() % 16;
+        if let Ok(reference) = DriftReference::build(e, &rows, bins) {
+            if let Ok(bytes) = write_with_reference(&ir, 6, Some(&reference)) {
+                let with = Model::load(&bytes).unwrap_or_else(|err| panic!("a drift reference the validator refuses: {err}"));
+                let mut margins = vec![0f64; e.n_outputs()];
+                for x in &rows {
+                    e.margins(x, &mut got).unwrap();
+                    with.ensemble().margins(x, &mut margins).unwrap();
+                    assert_eq!(got.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), margins.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), "a drift reference changed a margin");
+                }
+                oracle::exercise(&with, data);
+            }
+        }
+    }
 });

@@ -398,6 +398,7 @@ pub fn model(u: &mut Unstructured, cfg: Cfg) -> Result<ModelIr> {
     }
     let source = *u.choose(&[SourceFormat::XGBoost, SourceFormat::LightGBM, SourceFormat::CatBoost, SourceFormat::Onnx]).unwrap_or(&SourceFormat::Onnx);
     let task = *u.choose(&[Task::Regression, Task::BinaryClassification, Task::MulticlassClassification]).unwrap_or(&Task::Regression);
+    let covers = if u.ratio(1, 3)? { Some(covers(u, &trees, cfg.allow_bad)?) } else { None };
     Ok(ModelIr {
         name: short_string(u)?,
         version: short_string(u)?,
@@ -410,8 +411,36 @@ pub fn model(u: &mut Unstructured, cfg: Cfg) -> Result<ModelIr> {
         features,
         ctrs: ctr_defs,
         trees,
-        covers: None,
+        covers,
     })
+}
+
+/// Node covers (NODE_VALUES): equal, or per node from 0 (no training row reached it) to large,
+/// and with `allow_bad` sometimes negative, NaN or infinite (which the writer must refuse).
+fn covers(u: &mut Unstructured, trees: &[Tree], allow_bad: bool) -> Result<Covers> {
+    if u.ratio(1, 4)? {
+        return Ok(Covers::equal(trees));
+    }
+    let kind = *u.choose(&[CoverKind::Hessian, CoverKind::Rows]).unwrap_or(&CoverKind::Rows);
+    let mut per_tree = Vec::with_capacity(trees.len());
+    for t in trees {
+        let n = match &t.nodes[..] {
+            [Node::Oblivious { leaves, .. }] => leaves.len(),
+            nodes => nodes.len(),
+        };
+        let mut c = Vec::with_capacity(n);
+        for _ in 0..n {
+            c.push(match u.int_in_range(0u8..=9)? {
+                0 => 0.0,
+                1 if allow_bad => *u.choose(&[f64::NAN, -1.0, f64::INFINITY]).unwrap_or(&-1.0),
+                2 => 1e30,
+                3 => 1e-30,
+                k => f64::from(u.int_in_range(1u32..=10_000)?) * f64::from(k),
+            });
+        }
+        per_tree.push(c);
+    }
+    Ok(Covers { kind, per_tree })
 }
 
 /// The constructs the writer and the loader choose from a model, counted over generated

@@ -582,6 +582,9 @@ pub fn exercise(model: &Model, data: &[u8]) {
         }
     }
 
+    explanations(model, &art, nf, no, data);
+    drift_tally(model, nf, no, data);
+
     // Error paths: short feature vectors / output buffers are refused, longer ones accepted.
     let x = vec![0.5f32; nf + 3];
     assert_eq!(e.margins(&x[..nf - 1], &mut margins), Err(ScoreError::Features { got: nf - 1, need: nf }));
@@ -607,4 +610,72 @@ pub fn exercise(model: &Model, data: &[u8]) {
     assert_eq!(a.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), b.iter().map(|v| v.to_bits()).collect::<Vec<_>>(), "ORACLE: ModelSet gather");
     assert_eq!(set.len(), 1);
     let _ = set.ensemble(idx).name();
+}
+
+/// A model with node values: path attribution's tables build, and every row's credits add up
+/// to its margin (the expected value included), where the margin and the credits are finite.
+fn explanations(model: &Model, art: &Art, nf: usize, no: usize, data: &[u8]) {
+    if model.ensemble().header_flags() & flags::HAS_NODE_VALUES == 0 {
+        return;
+    }
+    let explained = model.clone().with_explainer();
+    let e = explained.ensemble();
+    let Some(explainer) = e.explainer() else { panic!("ORACLE: a model with node values that loads has no explainer") };
+    // Credits are differences of node expected values along a path (weighted means of a
+    // subtree's leaves, as large as its largest leaf), which may cancel: their sum's rounding is
+    // relative to those terms, not to its result.
+    let depth = e.trees().iter().map(|t| t.depth as f64).fold(1.0, f64::max);
+    let largest_leaf = e.leaf_values().iter().map(|v| v.abs()).filter(|v| v.is_finite()).fold(0.0, f64::max);
+    let mut credits = vec![0f64; e.explain_len()];
+    let mut margins = vec![0f64; no];
+    let mut rng = Rng::from_bytes(data);
+    for x in rows(nf, &art.interesting_values(), data, &mut rng).into_iter().take(16) {
+        e.explain(&x, &mut credits).expect("explain");
+        e.margins(&x, &mut margins).expect("margins");
+        let (_, mag) = art.margins(&x);
+        for o in 0..no {
+            let own = &credits[o * (nf + 1)..(o + 1) * (nf + 1)];
+            let sum: f64 = own.iter().sum();
+            let terms = mag[o].max(explainer.expected()[o].abs()).max(largest_leaf * e.trees().len() as f64) * 2.0 * depth;
+            let scale: f64 = own.iter().map(|c| c.abs()).sum::<f64>().max(margins[o].abs()).max(terms).max(1.0);
+            if !(sum.is_finite() && margins[o].is_finite() && scale.is_finite()) {
+                continue;
+            }
+            assert!((sum - margins[o]).abs() <= 1e-9 * scale, "ORACLE: output {o}: credits add up to {sum}, the margin is {} (row {x:?})", margins[o]);
+        }
+    }
+    assert_eq!(e.explain(&vec![0.5; nf.saturating_sub(1)], &mut credits).is_err(), nf > 0, "ORACLE: explain of a short row");
+}
+
+/// A model with a drift reference: a tally counts every row in exactly one bin per series, the
+/// one `drift::bin` names.
+fn drift_tally(model: &Model, nf: usize, no: usize, data: &[u8]) {
+    let e = model.ensemble();
+    let Some(reference) = e.drift_reference() else { return };
+    let mut tally = edgescore_core::drift::Tally::default();
+    let slots: Vec<u32> = (0..nf as u32).collect();
+    tally.add_model(0, "fuzz", e, &slots, 0);
+    let mut rng = Rng::from_bytes(data);
+    let interesting: Vec<Vec<f32>> = (0..nf).map(|i| reference.feature(i).edges.to_vec()).collect();
+    let mut scores = vec![0f32; no];
+    let mut n_rows = 0u64;
+    for x in rows(nf, &interesting, data, &mut rng).into_iter().take(16) {
+        e.score(&x, &mut scores).expect("score");
+        for i in 0..nf {
+            let bins = reference.feature(i);
+            assert!(edgescore_core::drift::bin(bins.edges, x[i]) < bins.shares.len(), "ORACLE: a bin past the reference's shares");
+        }
+        tally.count(&x, &scores[..1]);
+        n_rows += 1;
+    }
+    // Bins in series order: each input's, then the score's; one count per row in each series.
+    let widths: Vec<usize> = (0..nf).map(|i| reference.feature(i).shares.len()).chain([reference.output(0).shares.len()]).collect();
+    let mut counts = vec![0u64; tally.bins().len()];
+    tally.drain(|i, _, n| counts[i] += n);
+    assert_eq!(widths.iter().sum::<usize>(), counts.len(), "ORACLE: drift bins");
+    let mut at = 0;
+    for (k, w) in widths.into_iter().enumerate() {
+        assert_eq!(counts[at..at + w].iter().sum::<u64>(), n_rows, "ORACLE: drift series {k} counted {:?} for {n_rows} rows", &counts[at..at + w]);
+        at += w;
+    }
 }

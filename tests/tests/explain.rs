@@ -88,6 +88,19 @@ fn a_feature_no_tree_splits_on_gets_no_credit() {
 }
 
 #[test]
+fn a_tree_no_training_weight_reached_weighs_its_leaves_equally() {
+    // A tree whose covers are all 0 (a constant LightGBM tree's leaf_count) still compiles to a
+    // model that loads: its expected value is the plain mean of its leaves.
+    let tree = |v: f64| Tree { output: 0, nodes: vec![split(0, Test::Lt(0.5), true, 1, 2), leaf(v), leaf(-v)] };
+    let mut ir = regression(vec![tree(1.0), tree(4.0)], 1, 1);
+    ir.covers = Some(edgescore_compile::ir::Covers { kind: edgescore_compile::ir::CoverKind::Rows, per_tree: vec![vec![4.0, 3.0, 1.0], vec![0.0; 3]] });
+    let model = Model::load(&edgescore_compile::compile(&ir).unwrap()).unwrap().with_explainer();
+    let e = model.ensemble();
+    // The first tree: (3 * 1 + 1 * -1) / 4 = 0.5; the second: (4 - 4) / 2 = 0.
+    assert_eq!(e.explainer().unwrap().expected(), &[0.25 + 0.5]);
+}
+
+#[test]
 fn a_model_without_covers_keeps_its_format_and_size() {
     let tree = Tree { output: 0, nodes: vec![split(0, Test::Lt(0.5), true, 1, 2), leaf(1.0), leaf(-1.0)] };
     let mut ir = regression(vec![tree], 2, 1);
