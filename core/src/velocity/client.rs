@@ -15,6 +15,8 @@ pub struct Clients {
     /// `hash` of a fixed string: tells a changed hash key without keeping the key.
     key_check: u64,
     table: Table,
+    /// Evictions already handed to the metric.
+    evictions_counted: u64,
 }
 
 /// Keeps a client's address apart from header and cookie values that spell the same bytes.
@@ -26,7 +28,7 @@ impl Clients {
     pub fn new(config: &VelocityConfig, hash_key: &[u8]) -> Clients {
         let hash = HashKey::new(hash_key);
         let key_check = hash.hash(b"edgescore velocity");
-        Clients { config: config.clone(), hash, key_check, table: Table::new(config.capacity as usize) }
+        Clients { config: config.clone(), hash, key_check, table: Table::new(config.capacity as usize), evictions_counted: 0 }
     }
 
     /// The clients `cfg` counts: `old` itself, counts and all, when its `velocity` section and
@@ -53,16 +55,19 @@ impl Clients {
         self.table.answer(client, status, now_s);
     }
 
-    /// Clients evicted to make room since the table was built.
-    pub fn evictions(&self) -> u64 {
-        self.table.evictions()
+    /// Clients evicted to make room since the last call (the evictions metric's increment).
+    pub fn take_evictions(&mut self) -> u64 {
+        let new = self.table.evictions() - self.evictions_counted;
+        self.evictions_counted = self.table.evictions();
+        new
     }
 
     pub fn key(&self) -> &ClientKey {
         &self.config.key
     }
 
-    fn client(&self, req: &Request<'_>) -> Option<u64> {
+    /// The fingerprint of `req`'s client: what [`Clients::answer`] takes.
+    pub fn client(&self, req: &Request<'_>) -> Option<u64> {
         let mut h = self.hash.hasher();
         match &self.config.key {
             ClientKey::Address => {
