@@ -183,4 +183,14 @@ mod tests {
         assert_eq!(Feature::parse("header_present:"), None);
         assert_eq!(Feature::parse("nope"), None);
     }
+
+    #[test]
+    fn every_catalogue_entry_is_in_the_configuration_docs() {
+        let docs = include_str!("../../../docs/configuration.md");
+        let table = &docs[docs.find("## Features").expect("a Features section")..];
+        for (name, kind, _) in CATALOGUE {
+            let kind = if *kind == Kind::Numeric { "numeric" } else { "categorical" };
+            assert!(table.contains(&format!("| `{name}` | {kind} |")), "docs/configuration.md#features lacks `{name}`");
+        }
+    }
 }

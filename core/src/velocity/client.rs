@@ -168,6 +168,7 @@ mod tests {
         none.velocity = None;
         assert!(Clients::carry(Some(c), &none).is_none());
         assert_eq!(without_port(b"::1"), b"::1");
+        assert_eq!(crate::velocity::ENTRY_BYTES, 256, "docs/configuration.md: 256 bytes per client");
         assert_eq!(without_port(b"10.0.0.1"), b"10.0.0.1");
     }
 }
