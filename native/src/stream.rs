@@ -41,11 +41,9 @@ pub fn request_headers(f: &Filter, s: Stream, end_of_stream: bool) -> u32 {
     let properties = Property::ALL.map(|p| if wanted[p as usize] { s.attribute(ATTRIBUTES[p as usize]) } else { None });
     let mut request = Request::with_properties(map, properties);
     let needs = worker.scorer.velocity();
-    let mut client = None;
     if let (true, Some(c)) = (needs.requests, clients.as_mut()) {
-        if let Some((id, v)) = c.request(&request, now_s()) {
+        if let Some((_, v)) = c.request(&request, now_s()) {
             request.velocity = Some(v);
-            client = needs.answers.then_some(id);
         }
     }
     let outcome = match worker.scorer.decide(&request, end_of_stream) {
@@ -82,10 +80,6 @@ pub fn request_headers(f: &Filter, s: Stream, end_of_stream: bool) -> u32 {
     }
     pending.add(m.decisions[outcome.count as usize], 1);
     if replied {
-        // Its `stream_complete` ran inside the reply, with this slot held: the answer counts here.
-        if let (Some(id), Some(c), Some(Edit::Reply { status, .. })) = (client, clients.as_mut(), outcome.edits.iter().find(|e| matches!(e, Edit::Reply { .. }))) {
-            c.answer(id, status, now_s());
-        }
         return HEADERS_STOP_ITERATION;
     }
     match outcome.text {
@@ -108,8 +102,9 @@ pub fn request_headers(f: &Filter, s: Stream, end_of_stream: bool) -> u32 {
 /// was answered with for its client when the models read a client's shares. Envoy calls this
 /// hook for every stream anyway (the Wasm filter reads the same `response.code` as its stream
 /// is deleted); the client is found again from the request headers, still readable here.
-/// Re-entrant (a local reply the module sent ended the stream): the module forgot the stream
-/// and counted the reply itself before it called into Envoy.
+/// Envoy 1.40 runs it after the hook that sent a local reply returned (the module's own block
+/// replies count here, tests/test_velocity.py); were it ever re-entrant, the module forgot the
+/// stream before it called into Envoy, and that one answer would go uncounted.
 pub fn complete(f: &Filter, s: Stream) {
     let Some(mut guard) = f.workers.lock_unless_reentrant(s.worker_index()) else { return };
     crate::text::forget(&mut guard, s);
