@@ -21,6 +21,7 @@ from harness.require import require_native
 from models import feature_log
 from test_envoy import envoy_config, render_envoy
 from test_feature_log import edgescore_bin
+from test_native import NS, with_module  # noqa: F401 (a fixture)
 
 FEATURES = ["client_requests_10s", "client_requests_60s", "client_paths_60s", "client_4xx_share_60s", "client_403_share_60s"]
 BURST = 6  # a client's 6th request within 10 s is blocked
@@ -47,10 +48,10 @@ def burst_model(tmp_path_factory) -> str:
     return base64.b64encode(esm.read_bytes()).decode()
 
 
-def velocity_envoy(upstream_port: int, artifact: str, build: str) -> dict:
+def velocity_envoy(upstream_port: int, artifact: str, build: str, velocity: dict | None = None) -> dict:
     plugin = render_envoy.plugin_config("enforce", (), sample_rate=1.0, text=False)
     plugin["models"] = [{"artifact": artifact, "threshold": 0.5, "action": "block"}]
-    plugin["velocity"] = {"key": "address", "capacity": 1024}
+    plugin["velocity"] = velocity or {"key": "address", "capacity": 1024}
     cfg = envoy_config(upstream_port, plugin)
     # The router answers /missing with a 404 itself: a 4xx the filter did not make.
     vhost = render_envoy.hcm(cfg)["route_config"]["virtual_hosts"][0]
@@ -117,3 +118,28 @@ def test_counts_per_client_as_sent(build, burst_model, upstream, start_envoy):
     # a's 7th request: two 404s and one 403 before it.
     assert lines[-1]["features"]["client_4xx_share_60s"] == pytest.approx(3 / 7, abs=1e-6)
     assert lines[-1]["features"]["client_403_share_60s"] == pytest.approx(1 / 7, abs=1e-6)
+
+
+def test_native_no_allocation_per_request_with_velocity(with_module, burst_model, upstream, start_envoy):
+    """The module's counting build: after a warm-up, requests of known and new clients (more
+    than the table holds: evictions), blocked and passed, counted and answered, allocate
+    nothing in the module."""
+    require_native()
+    with_module()
+    native = start_envoy(velocity_envoy(upstream.port, burst_model, "native", {"key": "header:x-client", "capacity": 8}), "velocity_alloc")
+
+    def round_(start: int, n: int) -> None:
+        conn = http.client.HTTPConnection("127.0.0.1", native.port, timeout=10)
+        for i in range(start, start + n):
+            conn.request("GET", "/missing/x" if i % 4 == 0 else f"/p/{i % 9}", headers={"x-client": f"c{i % 40 if i % 3 else 0}"})
+            conn.getresponse().read()
+        conn.close()
+
+    gauge = f"{NS}.edgescore.native_allocations"
+    round_(0, 300)
+    before = native.counter(gauge)
+    assert before > 0
+    round_(300, 2000)
+    assert native.counter(gauge) == before
+    assert native.counter(f"{NS}.edgescore.velocity.evictions") > 0
+    assert native.counter(f"{NS}.edgescore.decision.block") > 0
