@@ -149,7 +149,7 @@ fn no_heap_allocation_with_velocity() {
         if s.local_reply().is_some() {
             blocked += 1;
         } else {
-            vm.response_headers(&s, vec![(":status", if i % 3 == 0 { "404" } else { "200" })], true).unwrap();
+            vm.response_headers(&s, vec![(":status", if i.is_multiple_of(3) { "404" } else { "200" })], true).unwrap();
         }
         vm.done(&s).unwrap();
     };

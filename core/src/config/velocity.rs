@@ -91,7 +91,7 @@ mod tests {
         assert_eq!(parse(r#"{"key":"header:x-api-key"}"#), cfg(ClientKey::Header(b"x-api-key".to_vec()), 4096));
         assert_eq!(parse(r#"{"key":"cookie:SessionId"}"#), cfg(ClientKey::Cookie(b"SessionId".to_vec()), 4096));
         assert!(ClientKey::Address.reads_address() && ClientKey::AddressJa4.reads_address() && !ClientKey::Cookie(b"s".to_vec()).reads_address());
-        let none = format!(r#"{{"hash_key":"0123456789abcdef","models":[{{"artifact":"","threshold":0.5}}]}}"#);
+        let none = r#"{"hash_key":"0123456789abcdef","models":[{"artifact":"","threshold":0.5}]}"#;
         assert_eq!(PluginConfig::parse(none.as_bytes()).unwrap().velocity, None);
     }
 
