@@ -13,6 +13,9 @@ pub const CONFIG_ERRORS: &str = "edgescore.config_errors";
 pub const FEATURE_LOG_LINES: &str = "edgescore.feature_log.lines";
 /// A panic caught at the native module's FFI boundary (the request got `on_error`).
 pub const PANICS: &str = "edgescore.panics";
+/// Clients a worker's velocity table evicted to make room (`velocity.capacity` too small for
+/// the clients of the last minute).
+pub const VELOCITY_EVICTIONS: &str = "edgescore.velocity.evictions";
 /// The native module's test build: allocations its global allocator has served (a gauge).
 pub const NATIVE_ALLOCATIONS: &str = "edgescore.native_allocations";
 

@@ -2,6 +2,8 @@
 //! host's C array, read in place (bytes, never strings: header values may be any bytes), plus
 //! the few connection properties features need.
 
+use crate::velocity::Velocity;
+
 /// Why a header-map buffer from the host could not be read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error("malformed header map from the host: {0}")]
@@ -241,17 +243,20 @@ pub struct Request<'a> {
     pub sni: Option<&'a [u8]>,
     /// [`Property::SourceAddress`].
     pub source_address: Option<&'a [u8]>,
+    /// The client's counts, this request included (`crate::velocity::Clients`), when a model
+    /// reads them and the request has a client key.
+    pub velocity: Option<Velocity>,
 }
 
 impl<'a> Request<'a> {
     pub fn new(headers: HeaderMap<'a>) -> Request<'a> {
-        Request { headers, protocol: None, tls_version: None, sni: None, source_address: None }
+        Request { headers, protocol: None, tls_version: None, sni: None, source_address: None, velocity: None }
     }
 
     /// With the properties in [`Property::ALL`] order.
     pub fn with_properties(headers: HeaderMap<'a>, properties: [Option<&'a [u8]>; 4]) -> Request<'a> {
         let [protocol, tls_version, sni, source_address] = properties;
-        Request { headers, protocol, tls_version, sni, source_address }
+        Request { headers, protocol, tls_version, sni, source_address, velocity: None }
     }
 }
 

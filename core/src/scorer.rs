@@ -8,7 +8,7 @@ use crate::config::{ConfigError, HeaderNames, MetricsConfig, Mode, OnError, Plug
 use crate::decision::{Decision, ModelPolicy, Outcome, Verdict};
 use crate::drift;
 use crate::ensemble::{Model, ScoreError};
-use crate::features::{FeatureSchema, Properties, Slot};
+use crate::features::{FeatureSchema, Properties, Slot, VelocityNeeds};
 use crate::model_set::ModelSet;
 use crate::request::Request;
 use base64::Engine as _;
@@ -29,6 +29,8 @@ pub struct Scorer {
     /// The live drift counts of the active models compiled with a reference.
     drift: drift::Tally,
     reasons: Reasons,
+    /// The configured client key reads the downstream address.
+    velocity_address: bool,
 }
 
 /// Per-request reasons (`config::ExplainConfig`): buffers sized when the scorer is built.
@@ -187,6 +189,9 @@ impl Scorer {
             });
             set.push_gathered(model, gather);
         }
+        if let (None, Some(slot)) = (&cfg.velocity, schema.slots().iter().find(|s| crate::features::Feature::parse(&s.name).is_some_and(|f| f.is_velocity()))) {
+            return Err(ConfigError::new("velocity", format!("required: a model reads `{}`, a client's count", slot.name)));
+        }
         let n_slots = schema.slots().len();
         let n_models = policies.len();
         let top_k = cfg.explain.top_k as usize;
@@ -223,12 +228,21 @@ impl Scorer {
                 items: Vec::with_capacity(n_models * top_k),
                 text: Vec::with_capacity(reasons_room),
             },
+            velocity_address: cfg.velocity.as_ref().is_some_and(|v| v.key.reads_address()),
         })
     }
 
-    /// The connection properties the configured models need (fetch only these per request).
+    /// The connection properties the configured models need (fetch only these per request),
+    /// the client key's address included.
     pub fn properties(&self) -> Properties {
-        self.schema.properties()
+        let mut p = self.schema.properties();
+        p.source_address |= self.velocity_address && self.schema.velocity().requests;
+        p
+    }
+    /// Which of a client's counts the models read: whether the glue counts the request in its
+    /// `velocity::Clients` (and sets `Request::velocity`), and whether it counts the answers.
+    pub fn velocity(&self) -> VelocityNeeds {
+        self.schema.velocity()
     }
     pub fn mode(&self) -> Mode {
         self.decision.mode()

@@ -57,6 +57,7 @@ pub struct Metrics {
     decisions: [Count; 4],
     pub errors: Count,
     pub feature_log_lines: Count,
+    pub velocity_evictions: Count,
     pub models: Vec<ModelMetrics>,
     pub text: TextMetrics,
     /// Per drift bin of the scorer (`edgescore_core::drift::Tally::bins`), its counter.
@@ -252,6 +253,7 @@ impl Metrics {
             decisions: DecisionCount::ALL.map(|d| t.counter(names::decision(d))),
             errors: t.counter(names::ERRORS),
             feature_log_lines: t.counter(names::FEATURE_LOG_LINES),
+            velocity_evictions: t.counter(names::VELOCITY_EVICTIONS),
             models,
             text: TextMetrics {
                 calls: t.counter(names::text::CALLS),

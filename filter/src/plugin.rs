@@ -16,6 +16,7 @@ use edgescore_core::handoff::{Record, RecordModel};
 use edgescore_core::metric_names as names;
 use edgescore_core::registry::ModelMode;
 use edgescore_core::scorer::{RegistryModel, Scorer, Served};
+use edgescore_core::velocity::Clients;
 use proxy_wasm::hostcalls;
 use proxy_wasm::traits::{Context, HttpContext, RootContext};
 use proxy_wasm::types::{ContextType, LogLevel};
@@ -74,7 +75,7 @@ impl RootContext for Plugin {
                     &format!("edgescore: configured {} model(s) [{}], {} feature slot(s), mode {:?}{from_registry}", models.len(), models.join(", "), scorer.slots().len(), scorer.mode()),
                 );
                 // The previous scorer's metrics are flushed as it is dropped.
-                self.serve(scorer);
+                self.serve(scorer, &cfg);
                 let flush_ms = cfg.metrics.flush_ms as u64;
                 let mut tick_ms = flush_ms;
                 self.check_every_ns = None;
@@ -139,9 +140,11 @@ impl RootContext for Plugin {
 impl Plugin {
     /// Serves `scorer` from the next request on. The drift reference gauges of bins the new
     /// models no longer have go to 0, so that Prometheus' sums over a feature's bins hold only
-    /// the reference in force; the old serving's counts are flushed as it is dropped.
-    fn serve(&self, scorer: Scorer) {
-        let new = Serving::new(scorer);
+    /// the reference in force; the old serving's counts are flushed as it is dropped. The
+    /// worker's clients pass to the new serving (`Clients::carry`).
+    fn serve(&self, scorer: Scorer, cfg: &PluginConfig) {
+        let carried = self.serving.borrow_mut().as_mut().and_then(|s| s.clients.take());
+        let new = Serving::new(scorer, Clients::carry(carried, cfg));
         let old = self.serving.borrow_mut().replace(new);
         if let (Some(old), Ok(current)) = (old, self.serving.try_borrow()) {
             if let Some(current) = current.as_ref() {
@@ -167,7 +170,7 @@ impl Plugin {
                 for (name, mode, version) in gauges {
                     let _ = hostcalls::record_metric(metrics::gauge(&names::registry::version(name, mode == ModelMode::Shadow)), version);
                 }
-                self.serve(scorer);
+                self.serve(scorer, cfg);
                 self.updates.swapped(models);
                 if let Some(m) = m {
                     let _ = hostcalls::increment_metric(m.swaps, 1);

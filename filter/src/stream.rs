@@ -10,11 +10,13 @@ use std::rc::Rc;
 pub struct Stream {
     serving: Rc<RefCell<Option<Serving>>>,
     text: TextState,
+    /// The request's client, when the models read its answers' shares.
+    client: Option<u64>,
 }
 
 impl Stream {
     pub fn new(serving: Rc<RefCell<Option<Serving>>>) -> Stream {
-        Stream { serving, text: TextState::None }
+        Stream { serving, text: TextState::None, client: None }
     }
 
     fn with_serving(&mut self, f: impl FnOnce(&mut Serving, &mut TextState) -> Action) -> Action {
@@ -49,7 +51,14 @@ impl HttpContext for Stream {
     fn on_http_request_headers(&mut self, _num_headers: usize, end_of_stream: bool) -> Action {
         #[cfg(feature = "test-trap")]
         crate::test_trap::on_request();
-        self.with_serving(|a, text| a.on_request_headers(end_of_stream, text))
+        let client = &mut self.client;
+        match self.serving.try_borrow_mut() {
+            Ok(mut serving) => match serving.as_mut() {
+                Some(a) => a.on_request_headers(end_of_stream, &mut self.text, client),
+                None => Action::Continue,
+            },
+            Err(_) => Action::Continue,
+        }
     }
 
     fn on_http_request_body(&mut self, body_size: usize, end_of_stream: bool) -> Action {
@@ -61,5 +70,18 @@ impl HttpContext for Stream {
             return Action::Continue;
         }
         self.with_serving(|a, text| a.on_request_trailers(text))
+    }
+}
+
+/// The SDK drops a stream's context in `proxy_on_delete`, after Envoy's access log, when the
+/// stream's status is known (`Serving::on_stream_end`).
+impl Drop for Stream {
+    fn drop(&mut self) {
+        let Some(client) = self.client else { return };
+        if let Ok(mut serving) = self.serving.try_borrow_mut() {
+            if let Some(a) = serving.as_mut() {
+                a.on_stream_end(client);
+            }
+        }
     }
 }

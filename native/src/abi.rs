@@ -87,6 +87,7 @@ pub const CALLOUT_RESULT_SUCCESS: u32 = 0;
 
 /// `envoy_dynamic_module_type_attribute_id` (the ones features read).
 pub const ATTR_REQUEST_PROTOCOL: u32 = 10;
+pub const ATTR_RESPONSE_CODE: u32 = 15;
 pub const ATTR_SOURCE_ADDRESS: u32 = 24;
 pub const ATTR_CONNECTION_ID: u32 = 28;
 pub const ATTR_CONNECTION_REQUESTED_SERVER_NAME: u32 = 30;

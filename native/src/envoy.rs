@@ -223,6 +223,12 @@ impl Stream {
         unsafe { envoy_dynamic_module_callback_http_filter_get_attribute_string(self.0, id, &mut out).then(|| out.bytes()) }
     }
 
+    pub fn attribute_int(self, id: u32) -> Option<u64> {
+        let mut out = 0;
+        // SAFETY: out-param valid for writes.
+        unsafe { envoy_dynamic_module_callback_http_filter_get_attribute_int(self.0, id, &mut out).then_some(out) }
+    }
+
     pub fn add_header(self, name: &[u8], value: &[u8]) -> bool {
         // SAFETY: buffers valid during the call.
         unsafe { envoy_dynamic_module_callback_http_add_header(self.0, REQUEST_HEADERS, ModuleBuffer::of(name), ModuleBuffer::of(value)) }

@@ -47,7 +47,7 @@ impl Filter {
         let models: Vec<String> = first.models().iter().map(|m| m.id.clone()).collect();
         let slots = first.slots().len();
         let mut first = Some(first);
-        let workers = Workers::new(envoy::concurrency() as usize, &metrics, || first.take().or_else(|| Scorer::build(&cfg, seed, bootstrap.clone()).ok()));
+        let workers = Workers::new(envoy::concurrency() as usize, &cfg, &metrics, || first.take().or_else(|| Scorer::build(&cfg, seed, bootstrap.clone()).ok()));
         let poller = cfg.registry.as_ref().map(|reg| Poller::new(&cfg, reg));
         let tick_ms = match &cfg.registry {
             // Polls are due every poll_seconds; the tick also flushes the workers' counts.

@@ -177,7 +177,7 @@ pub extern "C" fn envoy_dynamic_module_on_http_filter_stream_complete(envoy_filt
     let s = Stream::new(envoy_filter);
     // SAFETY: a live configuration.
     let f = unsafe { filter(cfg) };
-    guard::catch(|| text::complete(f, s), || (), ())
+    guard::catch(|| stream::complete(f, s), || (), ())
 }
 
 #[no_mangle]

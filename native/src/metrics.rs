@@ -58,6 +58,7 @@ pub struct Defined {
     pub errors: Count,
     pub panics: Count,
     pub feature_log_lines: Count,
+    pub velocity_evictions: Count,
     pub swaps: Count,
     pub swaps_refused: Count,
     pub polls: Count,
@@ -118,6 +119,7 @@ impl Defined {
         let errors = counter(names::ERRORS);
         let panics = counter(names::PANICS);
         let feature_log_lines = counter(names::FEATURE_LOG_LINES);
+        let velocity_evictions = counter(names::VELOCITY_EVICTIONS);
         let swaps = reg(&mut counter, names::registry::SWAPS);
         let swaps_refused = reg(&mut counter, names::registry::SWAPS_REFUSED);
         let polls = reg(&mut counter, names::registry::POLLS);
@@ -144,6 +146,7 @@ impl Defined {
             errors,
             panics,
             feature_log_lines,
+            velocity_evictions,
             swaps,
             swaps_refused,
             polls,

@@ -25,7 +25,7 @@ const MAX_REPLY_HEADERS: usize = 16;
 pub fn request_headers(f: &Filter, s: Stream, end_of_stream: bool) -> u32 {
     let mut guard = f.workers.lock(s.worker_index());
     guard.take_next();
-    let Slot { current, pending, headers, text, .. } = &mut *guard;
+    let Slot { current, pending, headers, text, clients, .. } = &mut *guard;
     let Some(worker) = current.as_mut() else { return HEADERS_CONTINUE };
     if !worker.scorer.models().iter().any(|p| !p.shadow) || !s.request_headers(headers) {
         // No active model yet (registry models not delivered, no bootstrap artifact), or a
@@ -39,7 +39,13 @@ pub fn request_headers(f: &Filter, s: Stream, end_of_stream: bool) -> u32 {
     let map = unsafe { HeaderMap::from_c_headers(headers) };
     let wanted = worker.scorer.properties().wanted();
     let properties = Property::ALL.map(|p| if wanted[p as usize] { s.attribute(ATTRIBUTES[p as usize]) } else { None });
-    let request = Request::with_properties(map, properties);
+    let mut request = Request::with_properties(map, properties);
+    let needs = worker.scorer.velocity();
+    if let (true, Some(c)) = (needs.requests, clients.as_mut()) {
+        if let Some((_, v)) = c.request(&request, now_s()) {
+            request.velocity = Some(v);
+        }
+    }
     let outcome = match worker.scorer.decide(&request, end_of_stream) {
         Ok(o) => o,
         Err(_) => {
@@ -90,6 +96,40 @@ pub fn request_headers(f: &Filter, s: Stream, end_of_stream: bool) -> u32 {
         }
         None => HEADERS_CONTINUE,
     }
+}
+
+/// `on_http_filter_stream_complete`: forgets a held stream, and counts the status the stream
+/// was answered with for its client when the models read a client's shares. Envoy calls this
+/// hook for every stream anyway (the Wasm filter reads the same `response.code` as its stream
+/// is deleted); the client is found again from the request headers, still readable here.
+/// Envoy 1.40 runs it after the hook that sent a local reply returned (the module's own block
+/// replies count here, tests/test_velocity.py); were it ever re-entrant, the module forgot the
+/// stream before it called into Envoy, and that one answer would go uncounted.
+pub fn complete(f: &Filter, s: Stream) {
+    let Some(mut guard) = f.workers.lock_unless_reentrant(s.worker_index()) else { return };
+    crate::text::forget(&mut guard, s);
+    let Slot { current, headers, clients, .. } = &mut *guard;
+    let (Some(worker), Some(clients)) = (current.as_ref(), clients.as_mut()) else { return };
+    if !worker.scorer.velocity().answers {
+        return;
+    }
+    let Some(status) = s.attribute_int(ATTR_RESPONSE_CODE).and_then(|c| u16::try_from(c).ok()) else { return };
+    if !s.request_headers(headers) {
+        return;
+    }
+    // SAFETY: Envoy's header bytes live, unchanged, until this hook returns.
+    let mut request = Request::new(unsafe { HeaderMap::from_c_headers(headers) });
+    if clients.key().reads_address() {
+        request.source_address = s.attribute(ATTR_SOURCE_ADDRESS);
+    }
+    if let Some(id) = clients.client(&request) {
+        clients.answer(id, status, now_s());
+    }
+}
+
+/// The system clock in whole seconds, as the velocity table counts.
+fn now_s() -> u32 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as u32)
 }
 
 /// A request whose hook panicked (caught at the FFI boundary): counted, and given the

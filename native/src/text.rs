@@ -204,12 +204,9 @@ fn failed(f: &Filter, slot: &mut crate::workers::Slot, s: Stream, held: &TextStr
     apply(s, &worker.scorer.decision_mut().text_failed(why))
 }
 
-/// `on_http_filter_stream_complete`: a held stream that ends (a reset, a client gone) is
-/// forgotten.
-pub fn complete(f: &Filter, s: Stream) {
-    // Re-entrant (a local reply the module sent ended the stream): the module dropped the
-    // stream's record before it called into Envoy.
-    let Some(mut slot) = f.workers.lock_unless_reentrant(s.worker_index()) else { return };
+/// At the end of a stream (`stream::complete`): a held stream that ends (a reset, a client
+/// gone) is forgotten.
+pub fn forget(slot: &mut crate::workers::Slot, s: Stream) {
     if let Some(i) = find(&slot.text, s) {
         slot.text.swap_remove(i);
     }

@@ -13,6 +13,7 @@
 
 use crate::metrics::{Defined, ModelCounts, Pending};
 use edgescore_core::scorer::Scorer;
+use edgescore_core::velocity::Clients;
 use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
@@ -49,6 +50,8 @@ pub struct Slot {
     pub headers: Vec<crate::abi::EnvoyHeader>,
     /// Requests of this worker held on the text path.
     pub text: Vec<crate::text::TextStream>,
+    /// This worker's clients (`velocity`): outside the scorers, so a swap keeps their counts.
+    pub clients: Option<Clients>,
     /// A verdict Envoy delivered inside the callout call itself (see `text::call`): whether it
     /// answered the request locally.
     pub inline_verdict: Option<bool>,
@@ -107,8 +110,9 @@ pub struct Workers {
 }
 
 impl Workers {
-    /// `n` slots, each starting with a scorer from `build` (`None`: nothing to serve yet).
-    pub fn new(n: usize, metrics: &Defined, mut build: impl FnMut() -> Option<Scorer>) -> Workers {
+    /// `n` slots, each starting with a scorer from `build` (`None`: nothing to serve yet) and
+    /// the clients `cfg` counts.
+    pub fn new(n: usize, cfg: &edgescore_core::PluginConfig, metrics: &Defined, mut build: impl FnMut() -> Option<Scorer>) -> Workers {
         let slots = (0..n.max(1))
             .map(|_| Locked {
                 owner: AtomicU64::new(0),
@@ -119,6 +123,7 @@ impl Workers {
                     pending: metrics.pending(),
                     headers: Vec::with_capacity(64),
                     text: Vec::new(),
+                    clients: Clients::carry(None, cfg),
                     inline_verdict: None,
                 }),
             })
@@ -167,6 +172,9 @@ impl Workers {
             let retired = {
                 let mut guard = self.lock(i);
                 let slot = &mut *guard;
+                if let Some(c) = slot.clients.as_mut() {
+                    slot.pending.add(metrics.velocity_evictions, c.take_evictions());
+                }
                 metrics.flush(envoy, &mut slot.pending);
                 // A replaced scorer's last counts too, before it is freed.
                 for w in slot.current.iter_mut().chain(slot.retired.iter_mut()) {

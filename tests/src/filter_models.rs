@@ -86,3 +86,23 @@ pub fn connection_config(name: &str, feature: &str, threshold: f64) -> String {
             {{"artifact":"{proto}","threshold":2,"action":"tag"}},{{"artifact":"{other}","threshold":2,"action":"tag"}}]}}"#
     )
 }
+
+/// The catalogue's per-client counts (`velocity`), in catalogue order.
+pub const VELOCITY_FEATURES: [&str; 5] = ["client_requests_10s", "client_requests_60s", "client_paths_60s", "client_4xx_share_60s", "client_403_share_60s"];
+
+/// `burst`: blocks a client's requests once it has sent `threshold` or more in the last 10 s;
+/// it reads every other count too (trees adding 0), so the filter computes and logs them all.
+pub fn velocity_model(name: &str, threshold: f64) -> ModelIr {
+    let tree = |feature: u32, test: f64, yes: f64, no: f64| Tree {
+        output: 0,
+        nodes: vec![
+            Node::Split { feature, test: Test::Lt(test), missing_yes: true, yes: 1, no: 2 },
+            Node::Leaf { value: yes },
+            Node::Leaf { value: no },
+        ],
+    };
+    let mut trees = vec![tree(0, threshold, -4.0, 4.0)];
+    trees.extend((1..VELOCITY_FEATURES.len() as u32).map(|f| tree(f, 0.5, 0.0, 0.0)));
+    let features = VELOCITY_FEATURES.iter().map(|n| FeatureDef { name: (*n).into(), kind: FeatureKind::Numeric }).collect();
+    ModelIr::binary_logistic(name, features, trees)
+}

@@ -8,7 +8,7 @@
 //! - the host's calls into `proxy_on_memory_allocate` (one per buffer the host returns), which
 //!   the arena serves — counted by the host, so the two views must agree.
 
-use edgescore_tests::filter_models::{connection_config, explained_two_model_config, two_model_config};
+use edgescore_tests::filter_models::{artifact, base64, connection_config, explained_two_model_config, two_model_config, velocity_model};
 use edgescore_proxy_host::{cargo::filter_wasm, Host, Vm};
 
 fn counters(vm: &mut Vm) -> (u64, u64, u64, u64) {
@@ -126,4 +126,48 @@ fn no_heap_allocation_with_connection_properties() {
     println!("per {n} requests: heap {heap}, arena {arena}, host allocator calls {host_allocs}");
     assert_eq!(heap, 0, "requests reached the system allocator");
     assert_eq!(arena, host_allocs, "every host buffer should come from the arena");
+}
+
+/// With a client's counts: the source address per request, the worker's table (known clients,
+/// new ones, evictions from a full table), the filter's own block replies and the upstream's
+/// 404s read back as `response.code` when each stream is deleted.
+#[test]
+fn no_heap_allocation_with_velocity() {
+    let burst = base64(&artifact(&velocity_model("burst", 4.0)));
+    let config = format!(
+        r#"{{"hash_key":"test-key-0123456789","feature_log":{{"sample_rate":1}},"models":[{{"artifact":"{burst}","threshold":0.5,"action":"block"}}],"velocity":{{"key":"address","capacity":16}}}}"#
+    );
+    let host = Host::new(filter_wasm().unwrap()).unwrap();
+    let mut vm = host.vm(b"").unwrap();
+    assert!(vm.configure(config.as_bytes()).unwrap());
+    let big = "c=".to_string() + &"x".repeat(20_000);
+    let mut blocked = 0;
+    let mut run = |vm: &mut Vm, i: usize| {
+        let s = vm.stream();
+        s.set_property(&["source", "address"], format!("10.0.{}.1:{}", i % if i < 100 { 6 } else { 40 }, 1000 + i));
+        vm.request_headers(&s, request(i, &big), true).unwrap();
+        if s.local_reply().is_some() {
+            blocked += 1;
+        } else {
+            vm.response_headers(&s, vec![(":status", if i.is_multiple_of(3) { "404" } else { "200" })], true).unwrap();
+        }
+        vm.done(&s).unwrap();
+    };
+    for i in 0..40 {
+        run(&mut vm, i);
+    }
+    let before = counters(&mut vm);
+    let n = 200;
+    for i in 0..n {
+        run(&mut vm, 40 + i);
+    }
+    let after = counters(&mut vm);
+    let (heap, arena, host_allocs) = (after.0 - before.0, after.1 - before.1, after.3 - before.3);
+    println!("per {n} requests: heap {heap}, arena {arena}, host allocator calls {host_allocs}, blocked {blocked}");
+    assert_eq!(heap, 0, "requests reached the system allocator");
+    assert_eq!(arena, host_allocs, "every host buffer should come from the arena");
+    assert!(arena >= 2 * n as u64, "the address and the response code come through the arena");
+    assert!(blocked > 0);
+    vm.tick().unwrap();
+    assert!(vm.metric("edgescore.velocity.evictions").unwrap() > 0);
 }

@@ -12,7 +12,7 @@ use edgescore_compile::ir::{Node, Test, Tree};
 use edgescore_compile::registry::{keygen, publish, Publish};
 use edgescore_core::registry::{cosign_envelope, format_utc, parse_secret_key, sign_envelope, Manifest, REASONS};
 use edgescore_proxy_host::{cargo::filter_wasm, Host, HostOptions, Vm};
-use edgescore_tests::filter_models::{artifact, step_model};
+use edgescore_tests::filter_models::{artifact, step_model, velocity_model};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -74,6 +74,11 @@ impl Rig {
     /// A rig whose filter trusts `signers` keys (each publish signs with all), with `extra`
     /// registry settings; the host's wall clock starts at the real time, as the manifests'.
     fn with(name: &str, signers: usize, extra: &str) -> Rig {
+        Rig::with_sections(name, signers, extra, "")
+    }
+
+    /// [`Rig::with`], with `sections` (`,"velocity":{…}`) added to the plugin configuration.
+    fn with_sections(name: &str, signers: usize, extra: &str, sections: &str) -> Rig {
         let dir = Scratch::new(name);
         let bases: Vec<PathBuf> = (0..signers).map(|i| dir.0.join(format!("team{i}"))).collect();
         let mut public = Vec::new();
@@ -86,7 +91,7 @@ impl Rig {
             r#"{{"mode":"enforce","hash_key":"test-key-0123456789","feature_log":{{"sample_rate":1}},"models":[
                 {{"name":"bot","threshold":0.9,"action":"block","status":403}}],
               "registry":{{"cluster":"registry","public_keys":[{}],"poll_seconds":1,
-                "check_ms":10,"slice_bytes":{SLICE},"max_artifact_bytes":4194304{extra}}}}}"#,
+                "check_ms":10,"slice_bytes":{SLICE},"max_artifact_bytes":4194304{extra}}}{sections}}}"#,
             public.join(",")
         );
         let now_ns = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64;
@@ -270,6 +275,31 @@ fn a_swap_spans_several_ticks_and_no_request_sees_a_half_copied_model() {
     }
     assert_eq!(rig.poller.metric("edgescore.registry.copy_faults"), Some(0));
     assert_eq!(rig.poller.metric("edgescore.registry.version.bot"), Some(2));
+}
+
+/// A worker's velocity table lives outside its scorers: a swap to a new model keeps every
+/// client's counts.
+#[test]
+fn a_swap_keeps_the_clients_counts() {
+    let mut rig = Rig::with_sections("velocity", 1, "", r#","velocity":{"key":"header:x-h0"}"#);
+    rig.publish(&artifact(&velocity_model("bot", 50.0)), false);
+    rig.poll();
+    rig.swap_all(10);
+    let count = |log: &str| serde_json::from_str::<serde_json::Value>(log).unwrap()["features"]["client_requests_10s"].as_f64().unwrap();
+    for k in 1..=3 {
+        let (scores, _, _, log) = request_logged(&mut rig.workers[0], 8);
+        assert!(scores.starts_with("bot@1="), "{scores}");
+        assert_eq!(count(&log), k as f64, "{log}");
+    }
+    rig.publish(&artifact(&velocity_model("bot", 40.0)), false);
+    rig.poll();
+    rig.swap(0, 10);
+    let (scores, _, _, log) = request_logged(&mut rig.workers[0], 8);
+    assert!(scores.starts_with("bot@2="), "{scores}");
+    assert_eq!(count(&log), 4.0, "the swap kept the counts: {log}");
+    // The other worker has a table of its own.
+    rig.swap(1, 10);
+    assert_eq!(count(&request_logged(&mut rig.workers[1], 8).3), 1.0);
 }
 
 #[test]

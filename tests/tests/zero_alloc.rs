@@ -97,5 +97,31 @@ fn scoring_allocates_nothing() {
     dhat::assert_eq!(after_scorer.total_blocks - before_scorer.total_blocks, 0);
     dhat::assert_eq!(after_scorer.total_bytes - before_scorer.total_bytes, 0);
     assert!(explained > 100 && explained < 200, "{explained} of 200 requests explained");
+
+    // A client's counts: the request counted in the worker's table (new clients, known ones,
+    // evictions from a full table), the answers, and the decision that reads them.
+    let burst = edgescore_tests::filter_models::base64(&edgescore_tests::filter_models::artifact(&edgescore_tests::filter_models::velocity_model("burst", 5.0)));
+    let config = format!(
+        r#"{{"hash_key":"test-key-0123456789","feature_log":{{"sample_rate":1}},"models":[{{"artifact":"{burst}","threshold":0.5,"action":"block"}}],"velocity":{{"key":"cookie:sid","capacity":16}}}}"#
+    );
+    let cfg = edgescore_core::PluginConfig::parse(config.as_bytes()).unwrap();
+    let mut scorer = edgescore_core::Scorer::new(&cfg, 1).unwrap();
+    let mut clients = edgescore_core::velocity::Clients::carry(None, &cfg).unwrap();
+    let maps: Vec<Vec<u8>> = (0..64).map(|c| edgescore_core::HeaderMap::encode(&[(":path", format!("/p/{}", c % 7)), ("cookie", format!("a=1; sid=client-{c}"))])).collect();
+    let maps: Vec<edgescore_core::HeaderMap> = maps.iter().map(|m| edgescore_core::HeaderMap::parse(m).unwrap()).collect();
+    let before_velocity = dhat::HeapStats::get();
+    let mut blocked = 0;
+    for i in 0..2000u32 {
+        let mut req = edgescore_core::Request::new(maps[(i as usize * 7) % if i < 1000 { 8 } else { 64 }]);
+        let (client, v) = clients.request(&req, 1_000 + i / 50).unwrap();
+        req.velocity = Some(v);
+        let outcome = scorer.decide(&req, true).unwrap();
+        blocked += outcome.edits.iter().any(|e| matches!(e, edgescore_core::decision::Edit::Reply { .. })) as usize;
+        clients.answer(client, if i % 3 == 0 { 404 } else { 200 }, 1_000 + i / 50);
+    }
+    let after_velocity = dhat::HeapStats::get();
+    dhat::assert_eq!(after_velocity.total_blocks - before_velocity.total_blocks, 0);
+    dhat::assert_eq!(after_velocity.total_bytes - before_velocity.total_bytes, 0);
+    assert!(blocked > 0 && clients.take_evictions() > 0, "bursts blocked ({blocked}) and clients evicted");
     assert!(checksum.is_finite());
 }

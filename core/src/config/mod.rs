@@ -9,12 +9,14 @@ mod error;
 pub mod registry;
 mod secret;
 pub mod text;
+pub mod velocity;
 
 pub use crate::action::{ActionKind, DEFAULT_BLOCK_BODY, DEFAULT_BLOCK_STATUS};
 pub use error::ConfigError;
 pub use registry::RegistryConfig;
 pub use secret::SecretSource;
 pub use text::TextConfig;
+pub use velocity::{ClientKey, VelocityConfig};
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -72,6 +74,9 @@ pub struct PluginConfig {
     /// The signed model registry (absent: only the bootstrap artifacts above are served).
     #[serde(default)]
     pub registry: Option<RegistryConfig>,
+    /// Whose requests the per-client velocity features count (absent: models cannot read them).
+    #[serde(default)]
+    pub velocity: Option<VelocityConfig>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -263,6 +268,9 @@ impl PluginConfig {
             if let Some(name) = r.min_versions.keys().find(|n| !self.models.iter().any(|m| m.name.as_ref() == Some(*n))) {
                 return Err(ConfigError::new(format!("registry.min_versions.{name}"), format!("no model named `{name}` is configured (models[].name)")));
             }
+        }
+        if let Some(v) = &self.velocity {
+            v.check()?;
         }
         if let Some(t) = &self.text {
             t.check()?;

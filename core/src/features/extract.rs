@@ -29,6 +29,14 @@ impl Properties {
     }
 }
 
+/// Which of a client's counts the plan reads: `requests` any of them (the glue counts the
+/// request in its `velocity::Clients`), `answers` a share (the glue also counts the answer's status).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct VelocityNeeds {
+    pub requests: bool,
+    pub answers: bool,
+}
+
 /// The distinct features to compute, in a fixed order, and what the header pass must watch.
 #[derive(Debug, Clone, Default)]
 pub struct FeaturePlan {
@@ -38,6 +46,7 @@ pub struct FeaturePlan {
     /// Per feature: its index in `watched`.
     watch_index: Vec<usize>,
     properties: Properties,
+    velocity: VelocityNeeds,
 }
 
 /// One request's features, indexed like the plan: a number for numeric features, a keyed hash
@@ -77,6 +86,8 @@ impl FeaturePlan {
             Feature::TlsVersion => self.properties.tls_version = true,
             Feature::SniPresent => self.properties.sni = true,
             Feature::SourcePrefix => self.properties.source_address = true,
+            Feature::Client4xxShare60s | Feature::Client403Share60s => self.velocity = VelocityNeeds { requests: true, answers: true },
+            ref f if f.is_velocity() => self.velocity.requests = true,
             _ => {}
         }
         self.features.push(feature);
@@ -90,6 +101,10 @@ impl FeaturePlan {
 
     pub fn properties(&self) -> Properties {
         self.properties
+    }
+
+    pub fn velocity(&self) -> VelocityNeeds {
+        self.velocity
     }
 
     /// Scratch sized for this plan; reuse it for every request.
@@ -178,6 +193,11 @@ impl FeaturePlan {
                 Feature::HeaderPresent(_) => (watched.occurrences > 0) as u8 as f32,
                 Feature::HeaderLength(_) => watched.bytes as f32,
                 Feature::HeaderOccurrences(_) => watched.occurrences as f32,
+                Feature::ClientRequests10s => number(req.velocity.map(|v| v.requests_10s)),
+                Feature::ClientRequests60s => number(req.velocity.map(|v| v.requests_60s)),
+                Feature::ClientPaths60s => number(req.velocity.map(|v| v.paths_60s)),
+                Feature::Client4xxShare60s => number(req.velocity.map(|v| v.share_4xx_60s)),
+                Feature::Client403Share60s => number(req.velocity.map(|v| v.share_403_60s)),
                 Feature::Method => {
                     out.hash[i] = pass.method.map(|m| key.hash(m));
                     continue;
@@ -380,6 +400,20 @@ mod tests {
         let (_, w) = extract(&names, &[(":method", "GET"), (":path", "/api"), ("b", "2"), ("a", "1")], |r| r.source_address = Some(b"192.0.2.1:1"));
         assert_eq!(w.hash[3], v.hash[3]);
         assert_ne!(w.hash[6], v.hash[6]);
+    }
+
+    #[test]
+    fn client_counts_come_from_the_request() {
+        let names = ["header_count", "client_requests_10s", "client_requests_60s", "client_paths_60s", "client_4xx_share_60s", "client_403_share_60s"];
+        let v = crate::velocity::Velocity { requests_10s: 3.0, requests_60s: 7.0, paths_60s: 2.0, share_4xx_60s: 0.5, share_403_60s: 0.25 };
+        let (plan, out) = extract(&names, &[("a", "1")], |r| r.velocity = Some(v));
+        assert_eq!(out.numeric, [1.0, 3.0, 7.0, 2.0, 0.5, 0.25]);
+        assert_eq!(plan.velocity(), VelocityNeeds { requests: true, answers: true });
+        let (_, out) = extract(&names, &[("a", "1")], |_| {});
+        assert!(out.numeric[1..].iter().all(|x| x.is_nan()), "no client key: missing");
+        let (plan, _) = extract(&["client_paths_60s"], &[], |_| {});
+        assert_eq!(plan.velocity(), VelocityNeeds { requests: true, answers: false });
+        assert_eq!(extract(&["header_count"], &[], |_| {}).0.velocity(), VelocityNeeds::default());
     }
 
     #[test]

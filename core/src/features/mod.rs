@@ -9,7 +9,7 @@ pub mod ja4;
 mod schema;
 pub mod ua;
 
-pub use extract::{FeaturePlan, FeatureValues, Properties};
+pub use extract::{FeaturePlan, FeatureValues, Properties, VelocityNeeds};
 pub use schema::{FeatureSchema, SchemaError, Slot, MAX_BUCKETS};
 
 /// Whether the filter produces a number or a hashed category for a feature.
@@ -49,6 +49,11 @@ pub enum Feature {
     HeaderOrder,
     SourcePrefix,
     HeaderValue(Vec<u8>),
+    ClientRequests10s,
+    ClientRequests60s,
+    ClientPaths60s,
+    Client4xxShare60s,
+    Client403Share60s,
 }
 
 /// `(name, kind, meaning)` for every entry, in documentation order. `docs/configuration.md`
@@ -79,6 +84,11 @@ pub const CATALOGUE: &[(&str, Kind, &str)] = &[
     ("header_order", Kind::Categorical, "the sequence of header names as sent, pseudo-headers excluded"),
     ("source_prefix", Kind::Categorical, "source.address truncated to /24 (IPv4) or /48 (IPv6)"),
     ("header_value:<name>", Kind::Categorical, "the first value of the named header, e.g. a country or ASN set by an earlier hop"),
+    ("client_requests_10s", Kind::Numeric, "the client's requests in the last 9 to 10 s, this one included (`velocity` section; missing without a client key)"),
+    ("client_requests_60s", Kind::Numeric, "the client's requests in the last 59 to 60 s, this one included"),
+    ("client_paths_60s", Kind::Numeric, "distinct paths the client asked for in the last 50 to 60 s (estimated, at most 266)"),
+    ("client_4xx_share_60s", Kind::Numeric, "the share of the client's requests of the last 50 to 60 s answered 4xx, 0 to 1"),
+    ("client_403_share_60s", Kind::Numeric, "the share of the client's requests of the last 50 to 60 s answered 403, 0 to 1"),
 ];
 
 impl Feature {
@@ -122,6 +132,11 @@ impl Feature {
             "path_prefix" => Feature::PathPrefix,
             "header_order" => Feature::HeaderOrder,
             "source_prefix" => Feature::SourcePrefix,
+            "client_requests_10s" => Feature::ClientRequests10s,
+            "client_requests_60s" => Feature::ClientRequests60s,
+            "client_paths_60s" => Feature::ClientPaths60s,
+            "client_4xx_share_60s" => Feature::Client4xxShare60s,
+            "client_403_share_60s" => Feature::Client403Share60s,
             _ => return None,
         })
     }
@@ -137,6 +152,11 @@ impl Feature {
             | Feature::HeaderValue(_) => Kind::Categorical,
             _ => Kind::Numeric,
         }
+    }
+
+    /// Whether the feature is one of the client's counts (`crate::velocity`).
+    pub fn is_velocity(&self) -> bool {
+        matches!(self, Feature::ClientRequests10s | Feature::ClientRequests60s | Feature::ClientPaths60s | Feature::Client4xxShare60s | Feature::Client403Share60s)
     }
 
     /// The header a parameterised feature reads.
@@ -162,5 +182,15 @@ mod tests {
         assert_eq!(Feature::parse("header_present:X-Upper"), None);
         assert_eq!(Feature::parse("header_present:"), None);
         assert_eq!(Feature::parse("nope"), None);
+    }
+
+    #[test]
+    fn every_catalogue_entry_is_in_the_configuration_docs() {
+        let docs = include_str!("../../../docs/configuration.md");
+        let table = &docs[docs.find("## Features").expect("a Features section")..];
+        for (name, kind, _) in CATALOGUE {
+            let kind = if *kind == Kind::Numeric { "numeric" } else { "categorical" };
+            assert!(table.contains(&format!("| `{name}` | {kind} |")), "docs/configuration.md#features lacks `{name}`");
+        }
     }
 }

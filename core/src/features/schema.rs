@@ -2,7 +2,7 @@
 //! catalogue. Categorical slots carry their bucket count, so one hashed feature can feed two
 //! models with different bucket counts (e.g. during a migration) while being hashed once.
 
-use super::extract::{FeaturePlan, FeatureValues, Properties};
+use super::extract::{FeaturePlan, FeatureValues, Properties, VelocityNeeds};
 use super::hash::{bucket, HashKey};
 use super::{Feature, Kind};
 use crate::ensemble::TreeEnsemble;
@@ -88,6 +88,11 @@ impl FeatureSchema {
     /// The connection properties the schema reads.
     pub fn properties(&self) -> Properties {
         self.plan.properties()
+    }
+
+    /// Which of a client's counts the schema reads.
+    pub fn velocity(&self) -> VelocityNeeds {
+        self.plan.velocity()
     }
 
     /// Computes the feature vector of `req` into `out` (one value per slot; NaN = missing,

@@ -18,8 +18,11 @@
 //! [`Table::evictions`]). Counts never include another client's requests, short of a 64-bit
 //! fingerprint collision.
 
+mod client;
 #[cfg(test)]
 mod tests;
+
+pub use client::Clients;
 
 /// Entries a fingerprint may occupy (linear probing over this window).
 const PROBE: usize = 8;
@@ -30,6 +33,9 @@ const BUCKETS: usize = 8;
 const BUCKET_S: u32 = 10;
 /// Linear counting's estimate when every bit of the 6 bitmaps' union is set.
 pub const PATHS_SATURATED: f32 = 266.0;
+
+/// Bytes of one table entry: a table of `capacity` entries takes `capacity × ENTRY_BYTES`.
+pub const ENTRY_BYTES: usize = core::mem::size_of::<Entry>();
 
 /// The velocity features of one request.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]

@@ -67,6 +67,9 @@ pub fn expected(name: &str, req: &ReferenceRequest, key: &HashKey) -> Expected {
         "path_prefix" => hash(path_prefix(req).as_deref()),
         "header_order" => hash(Some(&header_order(req))),
         "source_prefix" => hash(address::source_network(req.source_address).as_deref()),
+        // A client's counts come from the worker's table, not the request: a request the glue
+        // did not count has them missing (tests/tests/velocity.rs checks the counted ones).
+        "client_requests_10s" | "client_requests_60s" | "client_paths_60s" | "client_4xx_share_60s" | "client_403_share_60s" => Number(None),
         _ => panic!("no reference for `{name}`: the catalogue has a feature this target does not know"),
     }
 }
