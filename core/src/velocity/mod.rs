@@ -8,9 +8,10 @@
 //!   never more than an exact sliding window and short of it by at most the requests of the
 //!   one second it starts in;
 //! - `paths_60s`: distinct paths (without the query) in the current 10-second bucket and the 5
-//!   before it (50 to 60 seconds), estimated by linear counting on a 64-bit bitmap per bucket:
-//!   exact while all the paths' hashes fall in distinct bits, a relative standard error
-//!   under 10 % up to 20 paths and under 15 % up to 64, saturating at [`PATHS_SATURATED`];
+//!   before it (50 to 60 seconds), estimated by linear counting on a 64-bit bitmap per bucket
+//!   (`−m ln(1 − k/m)` for `k` of `m` bits set: 1.008 for one path, 2.03 for two, never the
+//!   count exactly), a relative standard error under 10 % up to 20 paths and under 15 % up to
+//!   64, saturating at [`PATHS_SATURATED`];
 //! - `share_4xx_60s`, `share_403_60s`: answers 4xx (403) over requests, same buckets.
 //!
 //! A client is found by a 64-bit fingerprint of its key; a full probe window evicts the entry
