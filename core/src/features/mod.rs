@@ -49,6 +49,12 @@ pub enum Feature {
     HeaderOrder,
     SourcePrefix,
     HeaderValue(Vec<u8>),
+    TlsJa4,
+    TlsJa4A,
+    TlsJa4Ciphers,
+    TlsJa4Extensions,
+    TlsJa4Alpn,
+    TlsJa3,
 }
 
 /// `(name, kind, meaning)` for every entry, in documentation order. `docs/configuration.md`
@@ -79,6 +85,12 @@ pub const CATALOGUE: &[(&str, Kind, &str)] = &[
     ("header_order", Kind::Categorical, "the sequence of header names as sent, pseudo-headers excluded"),
     ("source_prefix", Kind::Categorical, "source.address truncated to /24 (IPv4) or /48 (IPv6)"),
     ("header_value:<name>", Kind::Categorical, "the first value of the named header, e.g. a country or ASN set by an earlier hop"),
+    ("tls_ja4", Kind::Categorical, "the connection's JA4 TLS client fingerprint, whole (missing on plain HTTP)"),
+    ("tls_ja4_a", Kind::Categorical, "the JA4's `a` part: transport, TLS version, SNI, cipher and extension counts, ALPN (e.g. `t13d1516h2`)"),
+    ("tls_ja4_ciphers", Kind::Numeric, "the JA4's cipher suite count, GREASE excluded, capped at 99 (missing on plain HTTP)"),
+    ("tls_ja4_extensions", Kind::Numeric, "the JA4's extension count, GREASE excluded, capped at 99 (missing on plain HTTP)"),
+    ("tls_ja4_alpn", Kind::Categorical, "the JA4's ALPN: first and last characters of the first value (`h2`, `h1`; `00` for none)"),
+    ("tls_ja3", Kind::Categorical, "the connection's JA3 TLS client fingerprint (an MD5; missing on plain HTTP)"),
 ];
 
 impl Feature {
@@ -122,6 +134,12 @@ impl Feature {
             "path_prefix" => Feature::PathPrefix,
             "header_order" => Feature::HeaderOrder,
             "source_prefix" => Feature::SourcePrefix,
+            "tls_ja4" => Feature::TlsJa4,
+            "tls_ja4_a" => Feature::TlsJa4A,
+            "tls_ja4_ciphers" => Feature::TlsJa4Ciphers,
+            "tls_ja4_extensions" => Feature::TlsJa4Extensions,
+            "tls_ja4_alpn" => Feature::TlsJa4Alpn,
+            "tls_ja3" => Feature::TlsJa3,
             _ => return None,
         })
     }
@@ -134,7 +152,11 @@ impl Feature {
             | Feature::PathPrefix
             | Feature::HeaderOrder
             | Feature::SourcePrefix
-            | Feature::HeaderValue(_) => Kind::Categorical,
+            | Feature::HeaderValue(_)
+            | Feature::TlsJa4
+            | Feature::TlsJa4A
+            | Feature::TlsJa4Alpn
+            | Feature::TlsJa3 => Kind::Categorical,
             _ => Kind::Numeric,
         }
     }

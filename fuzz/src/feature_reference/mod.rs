@@ -8,6 +8,7 @@
 //! the function; `fuzz/README.md` lists them.
 
 mod address;
+mod tls;
 mod ua_family;
 
 use edgescore_core::features::hash::HashKey;
@@ -67,6 +68,12 @@ pub fn expected(name: &str, req: &ReferenceRequest, key: &HashKey) -> Expected {
         "path_prefix" => hash(path_prefix(req).as_deref()),
         "header_order" => hash(Some(&header_order(req))),
         "source_prefix" => hash(address::source_network(req.source_address).as_deref()),
+        "tls_ja4" => hash(tls::ja4(first_value(req, b"x-edgescore-ja4")).map(|j| j.whole)),
+        "tls_ja4_a" => hash(tls::ja4(first_value(req, b"x-edgescore-ja4")).map(|j| j.a)),
+        "tls_ja4_ciphers" => Number(tls::ja4(first_value(req, b"x-edgescore-ja4")).map(|j| j.ciphers)),
+        "tls_ja4_extensions" => Number(tls::ja4(first_value(req, b"x-edgescore-ja4")).map(|j| j.extensions)),
+        "tls_ja4_alpn" => hash(tls::ja4(first_value(req, b"x-edgescore-ja4")).map(|j| j.alpn)),
+        "tls_ja3" => hash(first_value(req, b"x-edgescore-ja3").filter(|v| tls::is_ja3(v))),
         _ => panic!("no reference for `{name}`: the catalogue has a feature this target does not know"),
     }
 }
