@@ -267,8 +267,8 @@ static_resources:
                   edgescore_features: "%FILTER_STATE(wasm.edgescore.features:PLAIN)%"
                   edgescore_text: "%FILTER_STATE(wasm.edgescore.text:PLAIN)%"
                   edgescore_reasons: "%FILTER_STATE(wasm.edgescore.reasons:PLAIN)%"
-                  tls_ja4: "%TLS_JA4_FINGERPRINT%"
-                  tls_ja3: "%TLS_JA3_FINGERPRINT%"
+                  ja4: "%TLS_JA4_FINGERPRINT%"
+                  ja3: "%TLS_JA3_FINGERPRINT%"
           http_filters:
           # The connection's TLS fingerprints (tls_inspector, on edge_tls below) in the request
           # headers edgescore's tls_ja4* and tls_ja3 features read (core/src/features/ja4.rs).

@@ -25,10 +25,11 @@ import numpy as np
 import pytest
 
 from harness import render_envoy
-from harness.require import missing, require_build
+from harness.require import missing, require_build, require_native
 from models import feature_log
 from test_envoy import envoy_config
 from test_feature_log import edgescore_bin
+from test_native import module_build
 
 # The TLS features and the buckets the test model declares for the categorical ones (0: numeric).
 TLS_FEATURES = {"tls_ja4": 4096, "tls_ja4_a": 1024, "tls_ja4_ciphers": 0, "tls_ja4_extensions": 0, "tls_ja4_alpn": 64, "tls_ja3": 4096}
@@ -36,7 +37,7 @@ TLS_FEATURES = {"tls_ja4": 4096, "tls_ja4_a": 1024, "tls_ja4_ciphers": 0, "tls_j
 FORGED_JA4 = "t13d1516h2_8daaf6152771_d8a2da3f94cd"
 FORGED_JA3 = "e7d705a3286e19ea42f587b344ee6865"
 FORGED = {"x-edgescore-ja4": FORGED_JA4, "x-edgescore-ja3": FORGED_JA3}
-NS = "wasmcustom"
+NS = render_envoy.NATIVE_STATS_PREFIX
 
 
 @pytest.fixture(scope="module")
@@ -58,15 +59,20 @@ def model(tmp_path_factory) -> Path:
     return esm
 
 
+def tls_config(kind: str, model: Path, upstream_port: int) -> dict:
+    """Both listeners, the model over every TLS feature (never blocking), every request logged."""
+    plugin = render_envoy.plugin_config("enforce", (), sample_rate=1.0, text=False)
+    plugin["models"] = [{"artifact": base64.b64encode(model.read_bytes()).decode(), "threshold": 1.5, "action": "block"}]
+    cfg = envoy_config(upstream_port, plugin, tls=True)
+    return render_envoy.to_native(cfg) if kind == "native" else cfg
+
+
 @pytest.fixture(scope="module")
 def running(kind, model, upstream, start_envoy):
     require_build()
     if not Path(edgescore_bin()).is_file():
         missing(f"the CLI is not built: {edgescore_bin()}")
-    plugin = render_envoy.plugin_config("enforce", (), sample_rate=1.0, text=False)
-    plugin["models"] = [{"artifact": base64.b64encode(model.read_bytes()).decode(), "threshold": 1.5, "action": "block"}]
-    cfg = envoy_config(upstream.port, plugin, tls=True)
-    return start_envoy(render_envoy.to_native(cfg) if kind == "native" else cfg, f"tls_{kind}")
+    return start_envoy(tls_config(kind, model, upstream.port), f"tls_{kind}")
 
 
 def python_get(port: int, path: str, headers: dict[str, str], tls: bool) -> int:
@@ -145,14 +151,14 @@ def test_tls_clients_get_their_own_fingerprints_forged_or_not(running, kind, ups
     }
     assert set(sent.values()) == {200}, sent
     log = logged(running, list(sent))
-    ja4 = {path: record["tls_ja4"] for path, (_, record) in log.items()}
+    ja4 = {path: record["ja4"] for path, (_, record) in log.items()}
     # Two TLS stacks, two fingerprints; the same stack forging a header keeps its own.
     assert ja4[f"/{kind}/python"] != ja4[f"/{kind}/curl"], ja4
     assert ja4[f"/{kind}/python"] == ja4[f"/{kind}/python-forged"] and ja4[f"/{kind}/curl"] == ja4[f"/{kind}/curl-forged"], ja4
     assert FORGED_JA4 not in ja4.values()
     for path, (obj, record) in log.items():
         got = {name: as_float(obj["features"][name]) for name in TLS_FEATURES}
-        fingerprint, ja3 = record["tls_ja4"], record["tls_ja3"]
+        fingerprint, ja3 = record["ja4"], record["ja3"]
         assert len(fingerprint) == 36 and len(ja3) == 32, record
         # The JA4's counts are its characters 5-6 and 7-8 (FoxIO's JA4 spec).
         assert (got["tls_ja4_ciphers"], got["tls_ja4_extensions"]) == (float(fingerprint[4:6]), float(fingerprint[6:8])), (path, got)
@@ -163,7 +169,7 @@ def test_tls_clients_get_their_own_fingerprints_forged_or_not(running, kind, ups
     assert py["tls_ja4_a"] != curl["tls_ja4_a"]
     # Envoy's one copy of each reached the upstream, not the forged one.
     for path, (_, record) in log.items():
-        assert forwarded(upstream, path) == [("x-edgescore-ja4", record["tls_ja4"]), ("x-edgescore-ja3", record["tls_ja3"])], path
+        assert forwarded(upstream, path) == [("x-edgescore-ja4", record["ja4"]), ("x-edgescore-ja3", record["ja3"])], path
 
 
 def test_plain_http_has_no_fingerprint_forged_or_not(running, kind, upstream, tmp_path):
@@ -176,6 +182,31 @@ def test_plain_http_has_no_fingerprint_forged_or_not(running, kind, upstream, tm
     for path, (obj, record) in log.items():
         got = {name: as_float(obj["features"][name]) for name in TLS_FEATURES}
         assert got == missing_values, (path, got)
-        assert record["tls_ja4"] in (None, "-"), record
+        assert record["ja4"] in (None, "-"), record
         # The forged copy was removed before the upstream, too.
         assert forwarded(upstream, path) == [], path
+
+
+def test_native_module_allocates_nothing_with_fingerprints(model, upstream, start_envoy, monkeypatch):
+    """The native module's counting test build (test_native.py's): after a warm-up, requests over
+    TLS (Python's and curl's fingerprints) and over plain HTTP, forged or not, make no allocation
+    in the module. (The Wasm filter's count: tests/tests/filter_alloc.rs.)"""
+    require_native()
+    monkeypatch.setenv("ENVOY_DYNAMIC_MODULES_SEARCH_PATH", str(module_build()))
+    native = start_envoy(tls_config("native", model, upstream.port), "tls_alloc")
+    tls_port = native.envoy.listener_port(render_envoy.TLS_LISTENER)
+
+    def round_(n: int) -> None:
+        for i in range(n):
+            headers = FORGED if i % 2 else {}
+            if i % 25 == 0:
+                assert curl_get(tls_port, f"/alloc/{i}", headers) == 200
+            else:
+                assert python_get(tls_port if i % 3 else native.port, f"/alloc/{i}", headers, tls=bool(i % 3)) == 200
+
+    gauge = f"{NS}.edgescore.native_allocations"
+    round_(200)
+    before = native.counter(gauge)
+    assert before > 0  # the counter counts (the configuration's own allocations)
+    round_(600)
+    assert native.counter(gauge) == before
