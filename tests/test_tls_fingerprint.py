@@ -13,19 +13,19 @@ missing.
 from __future__ import annotations
 
 import base64
+import http.client
 import json
 import shutil
 import ssl
 import subprocess
 import time
-import http.client
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from harness import render_envoy
-from harness.require import missing, require_build, require_native
+from harness.require import missing, module, require_build, require_native
 from models import feature_log
 from test_envoy import envoy_config
 from test_feature_log import edgescore_bin
@@ -43,7 +43,9 @@ NS = render_envoy.NATIVE_STATS_PREFIX
 @pytest.fixture(scope="module")
 def model(tmp_path_factory) -> Path:
     """A small XGBoost model over every TLS feature, compiled with their schema."""
-    xgb = pytest.importorskip("xgboost")
+    xgb = module("xgboost")
+    if not Path(edgescore_bin()).is_file():
+        missing(f"the CLI is not built: {edgescore_bin()}")
     out = tmp_path_factory.mktemp("tls-model")
     rng = np.random.default_rng(7)
     names = list(TLS_FEATURES)
@@ -70,8 +72,6 @@ def tls_config(kind: str, model: Path, upstream_port: int) -> dict:
 @pytest.fixture(scope="module")
 def running(kind, model, upstream, start_envoy):
     require_build()
-    if not Path(edgescore_bin()).is_file():
-        missing(f"the CLI is not built: {edgescore_bin()}")
     return start_envoy(tls_config(kind, model, upstream.port), f"tls_{kind}")
 
 
