@@ -123,9 +123,18 @@ endef
 $(foreach m,$(EXAMPLE_NAMES),$(eval $(call model-rule,$(m))))
 models: $(MODELS)
 
+# The TLS listener's certificate and key (envoy.yaml's edge_tls): self-signed for localhost and
+# 127.0.0.1, made here and never committed.
+TLS_CERT := target/tls/edge.crt
+$(TLS_CERT):
+	$(call debian-tools,openssl)
+	@mkdir -p $(@D)
+	openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 3650 -subj /CN=localhost \
+	  -addext "subjectAltName=DNS:localhost,IP:127.0.0.1" -keyout $(@D)/edge.key -out $@ 2>/dev/null
+
 # The CLI, the filter (.wasm and native module), the example models, and those published (when changed) to the demo
 # registry, target/registry.
-build: $(EDGESCORE) $(WASM) $(NATIVE) $(MODELS) | venv
+build: $(EDGESCORE) $(WASM) $(NATIVE) $(MODELS) $(TLS_CERT) | venv
 	$(PY) -m harness.registry --cli $(EDGESCORE)
 
 # The whole edge path on loopback: the NLP service (Ray Serve, started and always stopped), the
@@ -147,7 +156,7 @@ envoy-yaml: venv
 # features.
 test: toolchain venv system-tools
 	$(CARGO) build --workspace --tests --bins
-	$(MAKE) --no-print-directory $(WASM) $(TEST_WASM) $(NATIVE)
+	$(MAKE) --no-print-directory $(WASM) $(TEST_WASM) $(NATIVE) $(TLS_CERT)
 	$(MAKE) --no-print-directory models MODEL_CLI=$(EDGESCORE_DEBUG)
 	$(PY) -m harness.registry --cli $(EDGESCORE_DEBUG)
 	$(CARGO) test --workspace

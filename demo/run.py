@@ -487,6 +487,8 @@ def main(argv: list[str] | None = None) -> int:
     render_envoy.set_cluster_address(cfg, "registry", REGISTRY[0], registry_port)
     backend_port = BACKEND[1] if port_free(*BACKEND) else free_port()
     render_envoy.set_cluster_address(cfg, "backend", BACKEND[0], backend_port)
+    tls_port = render_envoy.TLS_PORT if port_free(listener[0], render_envoy.TLS_PORT) else free_port()
+    render_envoy.tls_listener(cfg)["address"]["socket_address"].update(address=listener[0], port_value=tls_port)
     nlp = None
     if not args.no_nlp:
         port = NLP[1] if port_free(*NLP) else free_port()
@@ -517,6 +519,7 @@ def main(argv: list[str] | None = None) -> int:
               f"backend pid {backend.pid} on http://{BACKEND[0]}:{backend_port}, "
               f"registry {shown(registry_dir)} on http://{REGISTRY[0]}:{registry_port}")
         print("   registry keys Envoy trusts: " + ", ".join(f"{k.get('key_id')} ({shown(p)})" for k, p in zip(keys, public_keys)))
+        print(f"   TLS listener (the TLS fingerprint features): https://{listener[0]}:{tls_port}")
         if args.feature_log > 0:
             print(f"   feature log: sample_rate {args.feature_log} (the access log's edgescore_features)")
         if access_log is not None:

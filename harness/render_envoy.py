@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import base64
 import json
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +36,36 @@ ENVOY_YAML = ROOT / "envoy.yaml"
 COMPOSE_ENVOY_YAML = ROOT / "demo" / "envoy.compose.yaml"
 # The key the example models were trained with (categorical features are hashed with it).
 HASH_KEY_FILE = ROOT / "models" / "example" / "hash_key.txt"
+# The TLS listener (the same filters as `edge`, behind TLS, for the TLS fingerprint features)
+# and its self-signed certificate, which `make build` makes (never committed).
+TLS_LISTENER = "edge_tls"
+TLS_PORT = 10443
+TLS_CERT_REL, TLS_KEY_REL = "target/tls/edge.crt", "target/tls/edge.key"
+# Where the request headers Envoy writes the connection's fingerprints into are defined: the
+# core's constants, read from there so that the filter and the configurations share one list.
+FINGERPRINT_SOURCE = ROOT / "core" / "src" / "features" / "ja4.rs"
+
+
+def fingerprint_headers() -> list[tuple[str, str]]:
+    """`(header, Envoy formatter)` for each fingerprint the filter reads, JA4 first."""
+    found = re.findall(r'^pub const (JA[34])_HEADER: &str = "([a-z0-9-]+)";$', FINGERPRINT_SOURCE.read_text(), re.M)
+    if len(found) != 2:
+        raise RuntimeError(f"{FINGERPRINT_SOURCE}: expected JA4_HEADER and JA3_HEADER, found {found}")
+    return [(header, f"%TLS_{name}_FINGERPRINT%") for name, header in found]
+
+
+def _fingerprint_mutations(indent: int) -> str:
+    """header_mutation's request mutations: each fingerprint header removed (a client's copy),
+    then set from Envoy's formatter. On plain HTTP the formatter is empty and sets nothing, so
+    without the removal a client's copy would reach the filter."""
+    pad = " " * indent
+    lines = []
+    for header, _ in fingerprint_headers():
+        lines.append(f"{pad}- remove: {header}")
+    for header, formatter in fingerprint_headers():
+        lines += [f"{pad}- append:", f'{pad}    header: {{key: {header}, value: "{formatter}"}}',
+                  f"{pad}    append_action: OVERWRITE_IF_EXISTS_OR_ADD"]
+    return "\n".join(lines)
 
 
 @dataclass(frozen=True)
@@ -129,7 +160,9 @@ def hash_key() -> str:
 
 
 def missing_artifacts(models: tuple[ModelPolicy, ...] = EXAMPLE_MODELS) -> list[Path]:
-    return [p for p in [WASM, *(m.artifact for m in models)] if not p.is_file()]
+    """What `make build` writes that an Envoy of envoy.yaml needs, when absent: the .wasm, the
+    models' artifacts and the TLS listener's certificate."""
+    return [p for p in [WASM, *(m.artifact for m in models), ROOT / TLS_CERT_REL] if not p.is_file()]
 
 
 def plugin_config(
@@ -182,8 +215,9 @@ def _plugin_json_block(cfg: dict[str, Any], indent: int) -> str:
 # The root envoy.yaml. Everything that is not the plugin JSON is written here by hand so that
 # the comments survive; tests and benches load the result and adjust addresses (load_config).
 TEMPLATE = """\
-# edgescore demo Envoy configuration: a listener on 127.0.0.1:10000 with the edgescore Wasm
-# filter in front of the demo backend, and the registry poller that brings it its models.
+# edgescore demo Envoy configuration: a listener on 127.0.0.1:10000 (and the same behind TLS on
+# 127.0.0.1:10443) with the edgescore Wasm filter in front of the demo backend, and the registry
+# poller that brings it its models.
 #
 #   make build && make demo         # or: .venv/bin/envoy -c envoy.yaml (from the repo root)
 #
@@ -199,7 +233,7 @@ static_resources:
     address:
       socket_address: {address: __LISTEN_ADDRESS__, port_value: 10000}
     filter_chains:
-    - filters:
+    - filters: &edge_filters
       - name: envoy.filters.network.http_connection_manager
         typed_config:
           "@type": type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager
@@ -233,7 +267,19 @@ static_resources:
                   edgescore_features: "%FILTER_STATE(wasm.edgescore.features:PLAIN)%"
                   edgescore_text: "%FILTER_STATE(wasm.edgescore.text:PLAIN)%"
                   edgescore_reasons: "%FILTER_STATE(wasm.edgescore.reasons:PLAIN)%"
+                  ja4: "%TLS_JA4_FINGERPRINT%"
+                  ja3: "%TLS_JA3_FINGERPRINT%"
           http_filters:
+          # The connection's TLS fingerprints (tls_inspector, on edge_tls below) in the request
+          # headers edgescore's tls_ja4* and tls_ja3 features read (core/src/features/ja4.rs).
+          # A client's own copy is removed first: on plain HTTP, where the formatter is empty
+          # and sets nothing, it would otherwise reach the filter as if Envoy had written it.
+          - name: envoy.filters.http.header_mutation
+            typed_config:
+              "@type": type.googleapis.com/envoy.extensions.filters.http.header_mutation.v3.HeaderMutation
+              mutations:
+                request_mutations:
+__FINGERPRINT_MUTATIONS__
           - name: envoy.filters.http.wasm
             typed_config:
               "@type": type.googleapis.com/envoy.extensions.filters.http.wasm.v3.Wasm
@@ -281,7 +327,7 @@ __PLUGIN_JSON__
               routes:
               - match: {prefix: "/"}
                 route: {cluster: backend, timeout: 5s}
-
+__TLS_LISTENER__
   clusters:
   # The demo backend (harness/backend.py): echoes what it received, edgescore headers included.
   - name: backend
@@ -397,6 +443,33 @@ stats_config:
     buckets: [1, 2, 5, 10, 20, 30, 50, 75, 100, 150, 200, 300, 500, 1000, 5000]
 """
 
+TLS_LISTENER_TEMPLATE = """\
+  # The same filters (*edge_filters) behind TLS, for the TLS fingerprint features
+  # (docs/security-teams.md): tls_inspector computes the JA3 and JA4 of each client hello, which
+  # the header_mutation filter above writes into the request. The certificate is the
+  # self-signed one `make build` makes (target/tls/): use your own.
+  - name: __TLS_LISTENER_NAME__
+    address:
+      socket_address: {address: __LISTEN_ADDRESS__, port_value: __TLS_PORT__}
+    listener_filters:
+    - name: envoy.filters.listener.tls_inspector
+      typed_config:
+        "@type": type.googleapis.com/envoy.extensions.filters.listener.tls_inspector.v3.TlsInspector
+        enable_ja3_fingerprinting: true
+        enable_ja4_fingerprinting: true
+    filter_chains:
+    - filters: *edge_filters
+      transport_socket:
+        name: envoy.transport_sockets.tls
+        typed_config:
+          "@type": type.googleapis.com/envoy.extensions.transport_sockets.tls.v3.DownstreamTlsContext
+          common_tls_context:
+            alpn_protocols: [h2, http/1.1]
+            tls_certificates:
+            - certificate_chain: {filename: __TLS_CERT__}
+              private_key: {filename: __TLS_KEY__}
+"""
+
 COMPOSE_HEADER = """\
 # The same configuration for docker-compose.yml (GENERATED with envoy.yaml by
 # harness/render_envoy.py; do not edit). Differences from envoy.yaml, all because Envoy runs in its
@@ -407,7 +480,10 @@ COMPOSE_HEADER = """\
 #   127.0.0.1, and the NLP cluster is the compose service `nlp` on port 8010 (the replicas'
 #   own listener, nlp/serve_config.yaml's ingress_port: no Serve proxy hop);
 # - the registry is the compose service `registry` serving ./target/registry;
-# - the .wasm is mounted at /etc/envoy/edgescore_filter.wasm.
+# - the .wasm is mounted at /etc/envoy/edgescore_filter.wasm;
+# - there is no TLS listener (envoy.yaml's edge_tls, whose certificate `make build` makes on the
+#   host): the fingerprint headers are still removed from every request, so the TLS features
+#   are missing.
 """
 
 
@@ -419,8 +495,13 @@ def demo_plugin_config() -> dict[str, Any]:
 
 def render(compose: bool = False) -> str:
     """The text of envoy.yaml (or of its docker-compose variant)."""
-    text = TEMPLATE
+    text = TEMPLATE.replace("__TLS_LISTENER__\n", "" if compose else TLS_LISTENER_TEMPLATE)
     subs = {
+        "__TLS_LISTENER_NAME__": TLS_LISTENER,
+        "__TLS_PORT__": str(TLS_PORT),
+        "__TLS_CERT__": TLS_CERT_REL,
+        "__TLS_KEY__": TLS_KEY_REL,
+        "__FINGERPRINT_MUTATIONS__": _fingerprint_mutations(16),
         "__LISTEN_ADDRESS__": "0.0.0.0" if compose else "127.0.0.1",
         "__ADMIN_ADDRESS__": "0.0.0.0" if compose else "127.0.0.1",
         "__BACKEND_TYPE__": "STRICT_DNS" if compose else "STATIC",
@@ -469,17 +550,26 @@ def render_native() -> str:
     return NATIVE_HEADER + yaml.safe_dump(cfg, sort_keys=False, width=100, allow_unicode=False)
 
 
-def load_config(text: str | None = None, *, registry: bool = False) -> dict[str, Any]:
+def load_config(text: str | None = None, *, registry: bool = False, tls: bool = False) -> dict[str, Any]:
     """envoy.yaml as a dict (rendered unless `text` is given). With `registry`, as it ships;
     without, the models are inline bootstrap artifacts (target/models) and there is no poller
-    nor registry cluster: what tests and benches that do not exercise the registry start."""
+    nor registry cluster: what tests and benches that do not exercise the registry start, and
+    without `tls` nor the TLS listener (its fixed port and the certificate `make build` makes)."""
     import yaml
 
     # A JSON round trip unshares the configuration the &plugin alias makes one object.
     cfg = json.loads(json.dumps(yaml.safe_load(text if text is not None else render())))
+    listeners = cfg["static_resources"]["listeners"]
     if not registry:
         cfg.pop("bootstrap_extensions", None)
         cfg["static_resources"]["clusters"] = [c for c in cfg["static_resources"]["clusters"] if c["name"] != "registry"]
+        if not tls:
+            listeners[:] = [lst for lst in listeners if lst["name"] != TLS_LISTENER]
+    # The TLS listener serves the edge listener's filters (the template's *edge_filters): one
+    # object again, so that what a test or bench changes in hcm(cfg) holds for both.
+    for lst in listeners[1:]:
+        lst["filter_chains"][0]["filters"] = listeners[0]["filter_chains"][0]["filters"]
+    if not registry:
         set_plugin_config(cfg, plugin_config())
     return cfg
 
@@ -491,8 +581,28 @@ def hcm(cfg: dict[str, Any]) -> dict[str, Any]:
     return cfg["static_resources"]["listeners"][0]["filter_chains"][0]["filters"][0]["typed_config"]
 
 
+def tls_listener(cfg: dict[str, Any]) -> dict[str, Any]:
+    """The TLS listener (`load_config(tls=True)`, or as it ships)."""
+    return next(lst for lst in cfg["static_resources"]["listeners"] if lst["name"] == TLS_LISTENER)
+
+
+def hcms(cfg: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every listener's HTTP connection manager (the edge listener's and the TLS listener's)."""
+    return [chain["filters"][0]["typed_config"] for lst in cfg["static_resources"]["listeners"] for chain in lst["filter_chains"]]
+
+
+# The edgescore filter's name in an HTTP filter chain: the Wasm filter's, or the native module's.
+EDGESCORE_FILTER_NAMES = ("envoy.filters.http.wasm", "edgescore")
+
+
+def edgescore_filter(manager: dict[str, Any]) -> dict[str, Any]:
+    """The edgescore filter (Wasm or native) of an HTTP connection manager: the header_mutation
+    filter that writes the TLS fingerprints runs before it."""
+    return next(f for f in manager["http_filters"] if f["name"] in EDGESCORE_FILTER_NAMES)
+
+
 def wasm_filter(cfg: dict[str, Any]) -> dict[str, Any]:
-    return hcm(cfg)["http_filters"][0]["typed_config"]["config"]
+    return edgescore_filter(hcm(cfg))["typed_config"]["config"]
 
 
 # The native module's `metrics_namespace`: the Wasm filter's, so that /stats, /stats/prometheus
@@ -513,16 +623,17 @@ def set_cluster_address(cfg: dict[str, Any], name: str, address: str, port: int)
     ep["endpoint"]["address"]["socket_address"].update(address=address, port_value=port)
 
 
-def plugin_value(cfg: dict[str, Any]) -> dict[str, Any]:
+def plugin_value(cfg: dict[str, Any], manager: dict[str, Any] | None = None) -> dict[str, Any]:
     """The `{"@type": StringValue, "value": JSON}` that holds the plugin configuration, in the
-    Wasm filter or the native module."""
-    typed = hcm(cfg)["http_filters"][0]["typed_config"]
+    Wasm filter or the native module (of `manager`, or the edge listener's)."""
+    typed = edgescore_filter(manager or hcm(cfg))["typed_config"]
     return typed["filter_config"] if "filter_config" in typed else typed["config"]["configuration"]
 
 
 def set_plugin_config(cfg: dict[str, Any], plugin: dict[str, Any] | str) -> None:
     value = plugin if isinstance(plugin, str) else json.dumps(plugin)
-    plugin_value(cfg)["value"] = value
+    for manager in hcms(cfg):
+        plugin_value(cfg, manager)["value"] = value
     for ext in cfg.get("bootstrap_extensions", []):
         if ext["typed_config"].get("config", {}).get("root_id") == REGISTRY_ROOT_ID:
             ext["typed_config"]["config"]["configuration"]["value"] = value
@@ -544,15 +655,16 @@ def to_native(cfg: dict[str, Any]) -> dict[str, Any]:
     prefix (that is the Wasm host's). Its metrics go in NATIVE_STATS_PREFIX, the Wasm filter's
     namespace, so /stats, /stats/prometheus and the stats tags are the same for both."""
     cfg = json.loads(json.dumps(cfg))
-    f = hcm(cfg)["http_filters"][0]
-    plugin = f["typed_config"]["config"]["configuration"]
-    f["name"] = "edgescore"
-    f["typed_config"] = {
-        "@type": DYNAMIC_MODULE_FILTER,
-        "dynamic_module_config": {"name": NATIVE_MODULE, "do_not_close": True, "metrics_namespace": NATIVE_STATS_PREFIX},
-        "filter_name": "edgescore",
-        "filter_config": plugin,
-    }
+    for manager in hcms(cfg):
+        f = edgescore_filter(manager)
+        plugin = f["typed_config"]["config"]["configuration"]
+        f["name"] = "edgescore"
+        f["typed_config"] = {
+            "@type": DYNAMIC_MODULE_FILTER,
+            "dynamic_module_config": {"name": NATIVE_MODULE, "do_not_close": True, "metrics_namespace": NATIVE_STATS_PREFIX},
+            "filter_name": "edgescore",
+            "filter_config": plugin,
+        }
     exts = [e for e in cfg.get("bootstrap_extensions", []) if e["typed_config"].get("config", {}).get("root_id") != REGISTRY_ROOT_ID]
     if exts:
         cfg["bootstrap_extensions"] = exts
@@ -562,7 +674,7 @@ def to_native(cfg: dict[str, Any]) -> dict[str, Any]:
     if not layers:  # a layered_runtime of one's own replaces Envoy's default admin layer
         layers.append({"name": "admin", "admin_layer": {}})
     layers.insert(0, {"name": "edgescore_native", "static_layer": dict(NATIVE_RUNTIME)})
-    for log in hcm(cfg).get("access_log", []):
+    for log in (log for manager in hcms(cfg) for log in manager.get("access_log", [])):
         fmt = log["typed_config"].get("log_format", {}).get("json_format", {})
         for k, v in fmt.items():
             if isinstance(v, str):

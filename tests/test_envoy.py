@@ -54,8 +54,11 @@ def policies(**thresholds: float) -> tuple[render_envoy.ModelPolicy, ...]:
     return tuple(dataclasses.replace(m, threshold=thresholds.get(m.name, m.threshold)) for m in MODELS)
 
 
-def envoy_config(upstream_port: int, plugin: dict | str | None, *, listen_port: int = 0) -> dict:
-    cfg = render_envoy.load_config()
+def envoy_config(upstream_port: int, plugin: dict | str | None, *, listen_port: int = 0, tls: bool = False) -> dict:
+    """With `tls`, envoy.yaml's TLS listener too, on a port of its own (port 0)."""
+    cfg = render_envoy.load_config(tls=tls)
+    if tls:
+        render_envoy.tls_listener(cfg)["address"]["socket_address"]["port_value"] = 0
     cfg["admin"]["address"]["socket_address"]["port_value"] = 0
     cfg["node"] = {"id": "edgescore-test", "cluster": "edgescore-test"}  # file-based LDS needs one
     cfg["stats_flush_interval"] = "1s"  # histograms reach the admin API at each flush (default 5 s)
@@ -69,7 +72,7 @@ def envoy_config(upstream_port: int, plugin: dict | str | None, *, listen_port: 
     wasm = render_envoy.wasm_filter(cfg)
     wasm["vm_config"]["code"]["local"]["filename"] = str(render_envoy.WASM)
     if plugin is None:
-        hcm["http_filters"] = hcm["http_filters"][1:]
+        hcm["http_filters"] = [f for f in hcm["http_filters"] if f is not render_envoy.edgescore_filter(hcm)]
     else:
         render_envoy.set_plugin_config(cfg, plugin)
     ep = cfg["static_resources"]["clusters"][0]["load_assignment"]["endpoints"][0]["lb_endpoints"][0]

@@ -99,7 +99,8 @@ def bench_config(variant: str, models: tuple[render_envoy.ModelPolicy, ...], was
     hcm.pop("access_log", None)  # the same for every variant; left out to keep the noise down
     hcm["route_config"]["virtual_hosts"][0]["routes"] = [
         {"match": {"prefix": "/"}, "direct_response": {"status": 200, "body": {"inline_string": "ok\n"}}}]
-    wasm_filter, router = hcm["http_filters"]
+    # The header_mutation filter writing the TLS fingerprints runs first, except in `none`.
+    *_, wasm_filter, router = hcm["http_filters"]
     wasm = wasm_filter["typed_config"]["config"]
     if variant == "none":
         hcm["http_filters"] = [router]

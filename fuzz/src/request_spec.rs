@@ -99,7 +99,7 @@ const PSEUDO: &[&str] = &[":method", ":path", ":authority", ":scheme", ":protoco
 const KNOWN_NAMES: &[&str] = &[
     "user-agent", "cookie", "accept-language", "content-length", "host", "accept", "x-forwarded-for",
     "x-country", "referer", "accept-encoding", "sec-ch-ua", "connection", "x-a", "User-Agent", "Cookie",
-    "content-length ", "user-agent\n", "", "cookie2", "x-edgescore-score",
+    "content-length ", "user-agent\n", "", "cookie2", "x-edgescore-score", "x-edgescore-ja4", "x-edgescore-ja3",
 ];
 
 const KNOWN_VALUES: &[&str] = &[
@@ -116,6 +116,9 @@ const KNOWN_VALUES: &[&str] = &[
     "HTTP/1.0", "HTTP/1.1", "HTTP/2", "HTTP/2.0", "HTTP/3", "HTTP/3.0", "HTTP/1.2", "http/1.1", "HTTP/2 ",
     "TLSv1", "TLSv1.0", "TLSv1.1", "TLSv1.2", "TLSv1.3", "TLSv1.4", "SSLv3", "tlsv1.3",
     "example.com", "shop.example.com", "localhost",
+    "t13d1516h2_8daaf6152771_d8a2da3f94cd", "t13i3111h2_e8f1e7e78f70_b26ce05bbdd6", "q00d0000h3_000000000000_000000000000",
+    "t13d1516h2_8daaf6152771_d8a2da3f94c", "t13d1+16h2_8daaf6152771_d8a2da3f94cd", "t13d1516h2_8DAAF6152771_d8a2da3f94cd",
+    "e7d705a3286e19ea42f587b344ee6865", "E7D705A3286E19EA42F587B344EE6865", "-",
 ];
 
 const SEPARATORS: &[u8] = b"/?&;,= \t:.[]%#";

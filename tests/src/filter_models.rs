@@ -31,6 +31,33 @@ pub fn step_model(name: &str, feature: &str, threshold: f64, margin: f64) -> Mod
     ModelIr::binary_logistic(name, features, vec![step, categorical])
 }
 
+/// `step_model` on `tls_ja4_ciphers` (blocks below 10 ciphers or without a fingerprint), with
+/// every other TLS fingerprint feature declared and split on, so the filter computes them all.
+pub fn tls_model(name: &str) -> ModelIr {
+    let mut ir = step_model(name, "tls_ja4_ciphers", 10.0, 2.0);
+    let more = [("tls_ja4", 4096), ("tls_ja4_a", 1024), ("tls_ja4_extensions", 0), ("tls_ja4_alpn", 64), ("tls_ja3", 4096)];
+    for (name, buckets) in more {
+        let kind = if buckets == 0 { FeatureKind::Numeric } else { FeatureKind::Categorical { buckets } };
+        ir.features.push(FeatureDef { name: name.into(), kind });
+        let feature = ir.features.len() as u32 - 1;
+        ir.trees.push(Tree {
+            output: 0,
+            nodes: vec![
+                Node::Split { feature, test: Test::Lt(8.0), missing_yes: true, yes: 1, no: 2 },
+                Node::Leaf { value: 0.0 },
+                Node::Leaf { value: 0.0 },
+            ],
+        });
+    }
+    ir
+}
+
+/// One `tls_model` in shadow mode, every request's features logged.
+pub fn tls_config() -> String {
+    let tls = base64(&artifact(&tls_model("tls")));
+    format!(r#"{{"mode":"shadow","hash_key":"test-key-0123456789","feature_log":{{"sample_rate":1}},"models":[{{"artifact":"{tls}","threshold":0.5,"action":"block"}}]}}"#)
+}
+
 pub fn artifact(ir: &ModelIr) -> Vec<u8> {
     edgescore_compile::write::write(ir).expect("test model compiles")
 }

@@ -8,7 +8,7 @@
 //! - the host's calls into `proxy_on_memory_allocate` (one per buffer the host returns), which
 //!   the arena serves — counted by the host, so the two views must agree.
 
-use edgescore_tests::filter_models::{artifact, base64, connection_config, explained_two_model_config, two_model_config, velocity_model};
+use edgescore_tests::filter_models::{artifact, base64, connection_config, explained_two_model_config, tls_config, two_model_config, velocity_model};
 use edgescore_proxy_host::{cargo::filter_wasm, Host, Vm};
 
 fn counters(vm: &mut Vm) -> (u64, u64, u64, u64) {
@@ -34,11 +34,27 @@ fn request(i: usize, big: &str) -> Vec<(String, String)> {
     h
 }
 
+/// The TLS fingerprint headers Envoy writes: a JA4 and JA3, malformed ones, none (plain HTTP).
+fn fingerprints(i: usize) -> Vec<(String, String)> {
+    let pair = |ja4: &str, ja3: &str| vec![("x-edgescore-ja4".to_string(), ja4.to_string()), ("x-edgescore-ja3".to_string(), ja3.to_string())];
+    match i % 3 {
+        0 => pair("t13d1516h2_8daaf6152771_d8a2da3f94cd", "e7d705a3286e19ea42f587b344ee6865"),
+        1 => pair("t13d1516h2_8daaf6152771_d8a2da3f94c", "-"),
+        _ => Vec::new(),
+    }
+}
+
 #[test]
 fn no_heap_allocation_per_request_after_warm_up() {
     // Sample every request so the feature-log path is covered too.
     let config = two_model_config("shadow", r#","feature_log":{"sample_rate":1}"#);
-    assert_no_heap_allocation(&config, false);
+    assert_no_heap_allocation(&config, false, false);
+}
+
+/// A model on every TLS fingerprint feature, requests with and without the headers.
+#[test]
+fn no_heap_allocation_with_tls_fingerprints() {
+    assert_no_heap_allocation(&tls_config(), false, true);
 }
 
 /// With reasons: every blocked request (few headers) and half the others get them, in filter
@@ -46,10 +62,17 @@ fn no_heap_allocation_per_request_after_warm_up() {
 #[test]
 fn no_heap_allocation_with_reasons() {
     let config = explained_two_model_config("enforce", r#","feature_log":{"sample_rate":1},"explain":{"sample":0.5,"top_k":3}"#);
-    assert_no_heap_allocation(&config, true);
+    assert_no_heap_allocation(&config, true, false);
 }
 
-fn assert_no_heap_allocation(config: &str, reasons: bool) {
+fn assert_no_heap_allocation(config: &str, reasons: bool, tls: bool) {
+    let request = |i: usize, big: &str| {
+        let mut h = request(i, big);
+        if tls {
+            h.extend(fingerprints(i));
+        }
+        h
+    };
     let host = Host::new(filter_wasm().unwrap()).unwrap();
     let mut vm = host.vm(b"").unwrap();
     assert!(vm.configure(config.as_bytes()).unwrap());

@@ -4,9 +4,6 @@
 use super::ConfigError;
 use serde::Deserialize;
 
-/// The request header the TLS fingerprint arrives in, written by Envoy from its formatter.
-pub const JA4_HEADER: &[u8] = b"x-edgescore-ja4";
-
 /// Entries a worker's table may hold, at most (each [`crate::velocity::ENTRY_BYTES`] bytes).
 pub const MAX_CAPACITY: u32 = 1 << 18;
 

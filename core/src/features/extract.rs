@@ -3,7 +3,7 @@
 //! [`FeatureValues`] and allocates nothing.
 
 use super::hash::HashKey;
-use super::{ua, Feature, Kind};
+use super::{ja4, ua, Feature, Kind};
 use crate::request::Request;
 use core::net::IpAddr;
 
@@ -151,6 +151,9 @@ impl FeaturePlan {
                 b"accept-language" => pass.accept_language += count_items(value, b','),
                 b"content-length" if pass.content_length.is_none() => pass.content_length = Some(value),
                 b"host" if pass.host.is_none() => pass.host = Some(value),
+                // Envoy sets each once (removing any client copy first): see `ja4`.
+                n if n == ja4::JA4_HEADER.as_bytes() && pass.ja4.is_none() => pass.ja4 = Some(value),
+                n if n == ja4::JA3_HEADER.as_bytes() && pass.ja3.is_none() => pass.ja3 = Some(value),
                 _ => {}
             }
             for (w, watched) in out.watch.iter_mut().zip(&self.watched) {
@@ -170,6 +173,7 @@ impl FeaturePlan {
             },
             None => (None, None),
         };
+        let fingerprint = pass.ja4.and_then(ja4::parse);
         for (i, feature) in self.features.iter().enumerate() {
             let watched = out.watch.get(self.watch_index[i]).copied().unwrap_or_default();
             let number = |v: Option<f32>| v.unwrap_or(f32::NAN);
@@ -198,6 +202,8 @@ impl FeaturePlan {
                 Feature::ClientPaths60s => number(req.velocity.map(|v| v.paths_60s)),
                 Feature::Client4xxShare60s => number(req.velocity.map(|v| v.share_4xx_60s)),
                 Feature::Client403Share60s => number(req.velocity.map(|v| v.share_403_60s)),
+                Feature::TlsJa4Ciphers => number(fingerprint.map(|j| j.ciphers as f32)),
+                Feature::TlsJa4Extensions => number(fingerprint.map(|j| j.extensions as f32)),
                 Feature::Method => {
                     out.hash[i] = pass.method.map(|m| key.hash(m));
                     continue;
@@ -226,6 +232,22 @@ impl FeaturePlan {
                     out.hash[i] = watched.first_hash;
                     continue;
                 }
+                Feature::TlsJa4 => {
+                    out.hash[i] = fingerprint.map(|j| key.hash(j.full));
+                    continue;
+                }
+                Feature::TlsJa4A => {
+                    out.hash[i] = fingerprint.map(|j| key.hash(j.a));
+                    continue;
+                }
+                Feature::TlsJa4Alpn => {
+                    out.hash[i] = fingerprint.map(|j| key.hash(j.alpn));
+                    continue;
+                }
+                Feature::TlsJa3 => {
+                    out.hash[i] = pass.ja3.filter(|j| ja4::is_ja3(j)).map(|j| key.hash(j));
+                    continue;
+                }
             };
             debug_assert_eq!(feature.kind(), Kind::Numeric);
             out.numeric[i] = value;
@@ -241,6 +263,8 @@ struct HeaderPass<'a> {
     host: Option<&'a [u8]>,
     user_agent: Option<&'a [u8]>,
     content_length: Option<&'a [u8]>,
+    ja4: Option<&'a [u8]>,
+    ja3: Option<&'a [u8]>,
     header_count: u32,
     header_bytes: u64,
     cookie_count: u32,
@@ -481,5 +505,48 @@ mod tests {
         assert_eq!(source_prefix(b"::1:80", &k), None);
         assert_eq!(source_prefix(b"10.0.0.1:x", &k), None);
         assert_eq!(source_prefix(b"[2001:db8:1::]", &k), source_prefix(b"[2001:db8:1::5]:443", &k));
+    }
+
+    const TLS: [&str; 6] = ["tls_ja4", "tls_ja4_a", "tls_ja4_ciphers", "tls_ja4_extensions", "tls_ja4_alpn", "tls_ja3"];
+
+    /// Each part means what the JA4 spec says: Chrome's `t13d1516h2` offers 15 ciphers and 16
+    /// extensions over TLS 1.3 with SNI and ALPN `h2`.
+    #[test]
+    fn tls_fingerprint_parts() {
+        let hs = [(":path", "/"), ("x-edgescore-ja4", "t13d1516h2_8daaf6152771_d8a2da3f94cd"), ("x-edgescore-ja3", "e7d705a3286e19ea42f587b344ee6865")];
+        let (plan, v) = extract(&TLS, &hs, |_| {});
+        assert_eq!(plan.properties(), Properties::default(), "the fingerprints cost no property read");
+        let key = HashKey::new(b"0123456789abcdef");
+        assert_eq!(v.hash[0], Some(key.hash(b"t13d1516h2_8daaf6152771_d8a2da3f94cd")));
+        assert_eq!(v.hash[1], Some(key.hash(b"t13d1516h2")));
+        assert_eq!(v.numeric[2..4], [15.0, 16.0]);
+        assert_eq!(v.hash[4], Some(key.hash(b"h2")));
+        assert_eq!(v.hash[5], Some(key.hash(b"e7d705a3286e19ea42f587b344ee6865")));
+        // No ALPN is its own category (`00`), not a missing value; counts are the capped digits.
+        let (_, w) = extract(&TLS, &[("x-edgescore-ja4", "t12i990400_000000000000_000000000000")], |_| {});
+        assert_eq!((w.hash[1], w.numeric[2], w.numeric[3], w.hash[4]), (Some(key.hash(b"t12i990400")), 99.0, 4.0, Some(key.hash(b"00"))));
+        // A second copy (Envoy sets one) does not replace the first.
+        let (_, d) = extract(&TLS, &[hs[1], ("x-edgescore-ja4", "t13i3111h2_e8f1e7e78f70_b26ce05bbdd6"), hs[2]], |_| {});
+        assert_eq!(d.hash[..2], v.hash[..2]);
+        assert_eq!(d.numeric[2..4], [15.0, 16.0]);
+    }
+
+    /// Plain HTTP (no header) and anything that is not a fingerprint: every TLS feature missing.
+    #[test]
+    fn tls_fingerprint_missing_or_malformed() {
+        let cases: [&[(&str, &str)]; 4] = [
+            &[(":path", "/")],
+            &[("x-edgescore-ja4", ""), ("x-edgescore-ja3", "")],
+            &[("x-edgescore-ja4", "-"), ("x-edgescore-ja3", "-")],
+            &[("x-edgescore-ja4", "t13d1516h2_8daaf6152771_d8a2da3f94c"), ("x-edgescore-ja3", "E7D705A3286E19EA42F587B344EE6865")],
+        ];
+        for hs in cases {
+            let (_, v) = extract(&TLS, hs, |_| {});
+            assert_eq!(v.hash, [None, None, None, None, None, None], "{hs:?}");
+            assert!(v.numeric[2].is_nan() && v.numeric[3].is_nan(), "{hs:?}");
+        }
+        // The JA3 stands on its own: a bad JA4 does not hide a good JA3.
+        let (_, v) = extract(&TLS, &[("x-edgescore-ja4", "junk"), ("x-edgescore-ja3", "e7d705a3286e19ea42f587b344ee6865")], |_| {});
+        assert_eq!((v.hash[0], v.hash[5].is_some()), (None, true));
     }
 }

@@ -1,10 +1,21 @@
-//! The JA4 TLS client fingerprint (FoxIO), as Envoy's `tls_inspector` computes it
+//! The connection's TLS client fingerprints. The JA4 (FoxIO), as Envoy's `tls_inspector` computes it
 //! (`%TLS_JA4_FINGERPRINT%`): `a_b_c`, where `a` is ten characters read in place here —
 //! transport (`t` TCP, `q` QUIC, `d` DTLS), TLS version (`13`, `12`, `11`, `10`, `s3`, `s2`,
 //! `d1`, `d2`, `d3`, `00`), SNI (`d` a domain, `i` none), the cipher and extension counts (two
 //! decimal digits each, capped at 99) and the first and last characters of the first ALPN value
 //! (`00` without ALPN) — and `b`, `c` are 12 hex digits each (truncated SHA-256 of the sorted
-//! cipher and extension lists), kept as bytes.
+//! cipher and extension lists), kept as bytes. The JA3 (`%TLS_JA3_FINGERPRINT%`) is an MD5 in
+//! 32 lower-case hex digits.
+//!
+//! No proxy-wasm property nor dynamic-module call gives a filter these, so Envoy writes them into
+//! request headers with its formatter before the filter runs (`envoy.filters.http.header_mutation`:
+//! remove any client copy, then set), and the header pass reads them.
+
+/// The request header Envoy writes the JA4 into, from `%TLS_JA4_FINGERPRINT%`.
+/// harness/render_envoy.py reads these two constants for the Envoy configurations.
+pub const JA4_HEADER: &str = "x-edgescore-ja4";
+/// The request header Envoy writes the JA3 into, from `%TLS_JA3_FINGERPRINT%`.
+pub const JA3_HEADER: &str = "x-edgescore-ja3";
 
 /// A parsed JA4, borrowing the header value it came from.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -59,6 +70,11 @@ pub fn parse(s: &[u8]) -> Option<Ja4<'_>> {
     Some(Ja4 { full: s, a: &s[..10], transport, version, sni, ciphers: count(&s[4..6])?, extensions: count(&s[6..8])?, alpn })
 }
 
+/// A JA3 hash as Envoy writes it: 32 lower-case hex digits.
+pub fn is_ja3(s: &[u8]) -> bool {
+    s.len() == 32 && s.iter().all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(c))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -93,6 +109,14 @@ mod tests {
             b"t13d1516h2_8daaf615277g_e5627efa2ab1",
         ] {
             assert_eq!(parse(s), None, "{:?}", String::from_utf8_lossy(s));
+        }
+    }
+
+    #[test]
+    fn ja3_is_32_lower_hex_digits() {
+        assert!(is_ja3(b"e7d705a3286e19ea42f587b344ee6865"));
+        for s in [&b""[..], b"-", b"e7d705a3286e19ea42f587b344ee686", b"e7d705a3286e19ea42f587b344ee68655", b"E7D705A3286E19EA42F587B344EE6865", b"g7d705a3286e19ea42f587b344ee6865"] {
+            assert!(!is_ja3(s), "{:?}", String::from_utf8_lossy(s));
         }
     }
 }

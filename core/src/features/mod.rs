@@ -54,6 +54,12 @@ pub enum Feature {
     ClientPaths60s,
     Client4xxShare60s,
     Client403Share60s,
+    TlsJa4,
+    TlsJa4A,
+    TlsJa4Ciphers,
+    TlsJa4Extensions,
+    TlsJa4Alpn,
+    TlsJa3,
 }
 
 /// `(name, kind, meaning)` for every entry, in documentation order. `docs/configuration.md`
@@ -89,6 +95,12 @@ pub const CATALOGUE: &[(&str, Kind, &str)] = &[
     ("client_paths_60s", Kind::Numeric, "distinct paths the client asked for in the last 50 to 60 s (estimated, at most 266)"),
     ("client_4xx_share_60s", Kind::Numeric, "the share of the client's requests of the last 50 to 60 s answered 4xx, 0 to 1"),
     ("client_403_share_60s", Kind::Numeric, "the share of the client's requests of the last 50 to 60 s answered 403, 0 to 1"),
+    ("tls_ja4", Kind::Categorical, "the connection's JA4 TLS client fingerprint, whole (missing on plain HTTP)"),
+    ("tls_ja4_a", Kind::Categorical, "the JA4's `a` part: transport, TLS version, SNI, cipher and extension counts, ALPN (e.g. `t13d1516h2`)"),
+    ("tls_ja4_ciphers", Kind::Numeric, "the JA4's cipher suite count, GREASE excluded, capped at 99 (missing on plain HTTP)"),
+    ("tls_ja4_extensions", Kind::Numeric, "the JA4's extension count, GREASE excluded, capped at 99 (missing on plain HTTP)"),
+    ("tls_ja4_alpn", Kind::Categorical, "the JA4's ALPN: first and last characters of the first value (`h2`, `h1`; `00` for none)"),
+    ("tls_ja3", Kind::Categorical, "the connection's JA3 TLS client fingerprint (an MD5; missing on plain HTTP)"),
 ];
 
 impl Feature {
@@ -137,6 +149,12 @@ impl Feature {
             "client_paths_60s" => Feature::ClientPaths60s,
             "client_4xx_share_60s" => Feature::Client4xxShare60s,
             "client_403_share_60s" => Feature::Client403Share60s,
+            "tls_ja4" => Feature::TlsJa4,
+            "tls_ja4_a" => Feature::TlsJa4A,
+            "tls_ja4_ciphers" => Feature::TlsJa4Ciphers,
+            "tls_ja4_extensions" => Feature::TlsJa4Extensions,
+            "tls_ja4_alpn" => Feature::TlsJa4Alpn,
+            "tls_ja3" => Feature::TlsJa3,
             _ => return None,
         })
     }
@@ -149,7 +167,11 @@ impl Feature {
             | Feature::PathPrefix
             | Feature::HeaderOrder
             | Feature::SourcePrefix
-            | Feature::HeaderValue(_) => Kind::Categorical,
+            | Feature::HeaderValue(_)
+            | Feature::TlsJa4
+            | Feature::TlsJa4A
+            | Feature::TlsJa4Alpn
+            | Feature::TlsJa3 => Kind::Categorical,
             _ => Kind::Numeric,
         }
     }

@@ -4,7 +4,7 @@
 //! the `velocity` section hand it over ([`Clients::carry`]) with every count in it.
 
 use super::{Table, Velocity};
-use crate::config::velocity::JA4_HEADER;
+use crate::features::ja4::JA4_HEADER;
 use crate::config::{ClientKey, PluginConfig, VelocityConfig};
 use crate::features::hash::HashKey;
 use crate::request::Request;
@@ -77,7 +77,7 @@ impl Clients {
             ClientKey::AddressJa4 => {
                 h.update(ADDRESS);
                 h.update(without_port(req.source_address?));
-                if let Some(ja4) = req.headers.get(JA4_HEADER) {
+                if let Some(ja4) = req.headers.get(JA4_HEADER.as_bytes()) {
                     h.update(b"\n");
                     h.update(ja4);
                 }
