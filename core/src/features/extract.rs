@@ -136,11 +136,17 @@ impl FeaturePlan {
                 }
                 continue;
             }
-            pass.header_count += 1;
-            pass.header_bytes += (name.len() + value.len()) as u64;
-            if let Some(h) = order.as_mut() {
-                h.update(name);
-                h.update(b"\n");
+            // Envoy writes the fingerprint headers (header_mutation, over any client copy, empty
+            // on plain HTTP): they are the connection's, not the request's shape, and are left
+            // out of the header count, bytes and order.
+            let fingerprint = name == ja4::JA4_HEADER.as_bytes() || name == ja4::JA3_HEADER.as_bytes();
+            if !fingerprint {
+                pass.header_count += 1;
+                pass.header_bytes += (name.len() + value.len()) as u64;
+                if let Some(h) = order.as_mut() {
+                    h.update(name);
+                    h.update(b"\n");
+                }
             }
             match name {
                 b"user-agent" if pass.user_agent.is_none() => pass.user_agent = Some(value),
@@ -151,7 +157,6 @@ impl FeaturePlan {
                 b"accept-language" => pass.accept_language += count_items(value, b','),
                 b"content-length" if pass.content_length.is_none() => pass.content_length = Some(value),
                 b"host" if pass.host.is_none() => pass.host = Some(value),
-                // Envoy sets each once (removing any client copy first): see `ja4`.
                 n if n == ja4::JA4_HEADER.as_bytes() && pass.ja4.is_none() => pass.ja4 = Some(value),
                 n if n == ja4::JA3_HEADER.as_bytes() && pass.ja3.is_none() => pass.ja3 = Some(value),
                 _ => {}

@@ -65,8 +65,8 @@ pub enum Feature {
 /// `(name, kind, meaning)` for every entry, in documentation order. `docs/configuration.md`
 /// and `edgescore features --list` print this table.
 pub const CATALOGUE: &[(&str, Kind, &str)] = &[
-    ("header_count", Kind::Numeric, "number of request headers, pseudo-headers (:method, :path, …) excluded"),
-    ("header_bytes", Kind::Numeric, "total bytes of header names and values, pseudo-headers excluded"),
+    ("header_count", Kind::Numeric, "number of request headers, pseudo-headers (:method, :path, …) and the fingerprint headers Envoy writes (x-edgescore-ja4, -ja3) excluded"),
+    ("header_bytes", Kind::Numeric, "total bytes of header names and values, pseudo-headers and fingerprint headers excluded"),
     ("path_length", Kind::Numeric, "bytes of the path before `?` (missing if there is no :path)"),
     ("path_depth", Kind::Numeric, "non-empty `/`-separated path segments"),
     ("query_length", Kind::Numeric, "bytes after the first `?` (0 without a query)"),
@@ -87,7 +87,7 @@ pub const CATALOGUE: &[(&str, Kind, &str)] = &[
     ("user_agent", Kind::Categorical, "the raw user-agent value (missing if absent)"),
     ("ua_family", Kind::Categorical, "the user-agent's product family (chrome, firefox, curl, python-requests, …)"),
     ("path_prefix", Kind::Categorical, "the first path segment with its slash, e.g. `/api`"),
-    ("header_order", Kind::Categorical, "the sequence of header names as sent, pseudo-headers excluded"),
+    ("header_order", Kind::Categorical, "the sequence of header names as sent, pseudo-headers and fingerprint headers excluded"),
     ("source_prefix", Kind::Categorical, "source.address truncated to /24 (IPv4) or /48 (IPv6)"),
     ("header_value:<name>", Kind::Categorical, "the first value of the named header, e.g. a country or ASN set by an earlier hop"),
     ("client_requests_10s", Kind::Numeric, "the client's requests in the last 9 to 10 s, this one included (`velocity` section; missing without a client key)"),

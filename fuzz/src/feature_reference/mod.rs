@@ -108,6 +108,12 @@ fn is_pseudo(name: &[u8]) -> bool {
     name.first() == Some(&b':')
 }
 
+/// The fingerprint headers Envoy writes: not part of the request's shape (header count, bytes,
+/// order).
+fn is_fingerprint(name: &[u8]) -> bool {
+    name == b"x-edgescore-ja4" || name == b"x-edgescore-ja3"
+}
+
 /// The first value of `name`: Envoy hands single-valued headers once, and where a client sent
 /// one twice the first is the one HTTP intermediaries act on (also for pseudo-headers).
 fn first_value<'a>(req: &ReferenceRequest<'a>, name: &[u8]) -> Option<&'a [u8]> {
@@ -130,13 +136,13 @@ fn count_items(value: &[u8], separator: u8) -> usize {
 }
 
 fn header_count(req: &ReferenceRequest) -> f32 {
-    req.headers.iter().filter(|(n, _)| !is_pseudo(n)).count() as f32
+    req.headers.iter().filter(|(n, _)| !is_pseudo(n) && !is_fingerprint(n)).count() as f32
 }
 
 fn header_bytes(req: &ReferenceRequest) -> f32 {
     let mut total = 0u64;
     for (name, value) in &req.headers {
-        if !is_pseudo(name) {
+        if !is_pseudo(name) && !is_fingerprint(name) {
             total += (name.len() + value.len()) as u64;
         }
     }
@@ -272,7 +278,7 @@ fn path_prefix(req: &ReferenceRequest) -> Option<Vec<u8>> {
 fn header_order(req: &ReferenceRequest) -> Vec<u8> {
     let mut sequence = Vec::new();
     for (name, _) in &req.headers {
-        if !is_pseudo(name) {
+        if !is_pseudo(name) && !is_fingerprint(name) {
             sequence.extend_from_slice(name);
             sequence.push(b'\n');
         }
