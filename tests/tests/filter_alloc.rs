@@ -18,6 +18,25 @@ fn counters(vm: &mut Vm) -> (u64, u64, u64, u64) {
     (heap, arena, recycled, vm.allocator_calls().0)
 }
 
+/// Runs requests 0..40 as warm-up, then `n` more, through `run`; asserts that none of the `n`
+/// reached the system allocator and that the arena served every host buffer. Returns the
+/// arena's allocations over the `n`.
+fn assert_arena_only(vm: &mut Vm, n: usize, mut run: impl FnMut(&mut Vm, usize)) -> u64 {
+    for i in 0..40 {
+        run(vm, i);
+    }
+    let before = counters(vm);
+    for i in 0..n {
+        run(vm, 40 + i);
+    }
+    let after = counters(vm);
+    let (heap, arena, host_allocs) = (after.0 - before.0, after.1 - before.1, after.3 - before.3);
+    println!("per {n} requests: heap {heap}, arena {arena}, host allocator calls {host_allocs}");
+    assert_eq!(heap, 0, "requests reached the system allocator");
+    assert_eq!(arena, host_allocs, "every host buffer should come from the arena");
+    arena
+}
+
 fn request(i: usize, big: &str) -> Vec<(String, String)> {
     let mut h = vec![
         (":method".to_string(), if i % 3 == 0 { "POST" } else { "GET" }.to_string()),
@@ -136,19 +155,7 @@ fn no_heap_allocation_with_connection_properties() {
         assert!(s.request_headers().get("x-edgescore").is_some());
         vm.done(&s).unwrap();
     };
-    for i in 0..40 {
-        run(&mut vm, i);
-    }
-    let before = counters(&mut vm);
-    let n = 200;
-    for i in 0..n {
-        run(&mut vm, 40 + i);
-    }
-    let after = counters(&mut vm);
-    let (heap, arena, host_allocs) = (after.0 - before.0, after.1 - before.1, after.3 - before.3);
-    println!("per {n} requests: heap {heap}, arena {arena}, host allocator calls {host_allocs}");
-    assert_eq!(heap, 0, "requests reached the system allocator");
-    assert_eq!(arena, host_allocs, "every host buffer should come from the arena");
+    assert_arena_only(&mut vm, 200, run);
 }
 
 /// With a client's counts: the source address per request, the worker's table (known clients,
@@ -176,21 +183,10 @@ fn no_heap_allocation_with_velocity() {
         }
         vm.done(&s).unwrap();
     };
-    for i in 0..40 {
-        run(&mut vm, i);
-    }
-    let before = counters(&mut vm);
     let n = 200;
-    for i in 0..n {
-        run(&mut vm, 40 + i);
-    }
-    let after = counters(&mut vm);
-    let (heap, arena, host_allocs) = (after.0 - before.0, after.1 - before.1, after.3 - before.3);
-    println!("per {n} requests: heap {heap}, arena {arena}, host allocator calls {host_allocs}, blocked {blocked}");
-    assert_eq!(heap, 0, "requests reached the system allocator");
-    assert_eq!(arena, host_allocs, "every host buffer should come from the arena");
+    let arena = assert_arena_only(&mut vm, n, run);
     assert!(arena >= 2 * n as u64, "the address and the response code come through the arena");
-    assert!(blocked > 0);
+    assert!(blocked > 0, "no burst was blocked");
     vm.tick().unwrap();
     assert!(vm.metric("edgescore.velocity.evictions").unwrap() > 0);
 }
