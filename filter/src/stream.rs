@@ -19,10 +19,10 @@ impl Stream {
         Stream { serving, text: TextState::None, client: None }
     }
 
-    fn with_serving(&mut self, f: impl FnOnce(&mut Serving, &mut TextState) -> Action) -> Action {
+    fn with_serving(&mut self, f: impl FnOnce(&mut Serving, &mut TextState, &mut Option<u64>) -> Action) -> Action {
         match self.serving.try_borrow_mut() {
             Ok(mut serving) => match serving.as_mut() {
-                Some(a) => f(a, &mut self.text),
+                Some(a) => f(a, &mut self.text, &mut self.client),
                 None => Action::Continue,
             },
             Err(_) => Action::Continue,
@@ -51,25 +51,18 @@ impl HttpContext for Stream {
     fn on_http_request_headers(&mut self, _num_headers: usize, end_of_stream: bool) -> Action {
         #[cfg(feature = "test-trap")]
         crate::test_trap::on_request();
-        let client = &mut self.client;
-        match self.serving.try_borrow_mut() {
-            Ok(mut serving) => match serving.as_mut() {
-                Some(a) => a.on_request_headers(end_of_stream, &mut self.text, client),
-                None => Action::Continue,
-            },
-            Err(_) => Action::Continue,
-        }
+        self.with_serving(|a, text, client| a.on_request_headers(end_of_stream, text, client))
     }
 
     fn on_http_request_body(&mut self, body_size: usize, end_of_stream: bool) -> Action {
-        self.with_serving(|a, text| a.on_request_body(body_size, end_of_stream, text))
+        self.with_serving(|a, text, _| a.on_request_body(body_size, end_of_stream, text))
     }
 
     fn on_http_request_trailers(&mut self, _num_trailers: usize) -> Action {
         if matches!(self.text, TextState::None) {
             return Action::Continue;
         }
-        self.with_serving(|a, text| a.on_request_trailers(text))
+        self.with_serving(|a, text, _| a.on_request_trailers(text))
     }
 }
 
