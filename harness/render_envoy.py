@@ -55,13 +55,10 @@ def fingerprint_headers() -> list[tuple[str, str]]:
 
 
 def _fingerprint_mutations(indent: int) -> str:
-    """header_mutation's request mutations: each fingerprint header removed (a client's copy),
-    then set from Envoy's formatter. On plain HTTP the formatter is empty and sets nothing, so
-    without the removal a client's copy would reach the filter."""
+    """The early header mutation's writes: each fingerprint header set from Envoy's formatter,
+    over a client's copy (on plain HTTP the formatter is empty and sets nothing)."""
     pad = " " * indent
     lines = []
-    for header, _ in fingerprint_headers():
-        lines.append(f"{pad}- remove: {header}")
     for header, formatter in fingerprint_headers():
         lines += [f"{pad}- append:", f'{pad}    header: {{key: {header}, value: "{formatter}"}}',
                   f"{pad}    append_action: OVERWRITE_IF_EXISTS_OR_ADD"]
@@ -242,6 +239,17 @@ static_resources:
           # request brought one), and the access log records it: the key a team joins its own
           # labels on when it trains on the feature log (docs/security-teams.md).
           always_set_request_id_in_response: true
+          # The connection's TLS fingerprints (tls_inspector, on edge_tls below) in the request
+          # headers edgescore's tls_ja4* and tls_ja3 features read (core/src/features/ja4.rs),
+          # over any copy a client sent. On plain HTTP the formatter is empty and writes nothing:
+          # edgescore reads the headers on TLS connections only, so a client's copy there is
+          # ignored (removing it would cost every request a header-map scan per name).
+          early_header_mutation_extensions:
+          - name: envoy.http.early_header_mutation.header_mutation
+            typed_config:
+              "@type": type.googleapis.com/envoy.extensions.http.early_header_mutation.header_mutation.v3.HeaderMutation
+              mutations:
+__FINGERPRINT_MUTATIONS__
           # One JSON line per request on stdout, with what edgescore decided (filter state set by
           # the Wasm filter; proxy-wasm properties get Envoy's `wasm.` prefix). `features` is the
           # sampled feature-log line (a JSON object as a string) when feature_log.sample_rate > 0.
@@ -270,16 +278,6 @@ static_resources:
                   ja4: "%TLS_JA4_FINGERPRINT%"
                   ja3: "%TLS_JA3_FINGERPRINT%"
           http_filters:
-          # The connection's TLS fingerprints (tls_inspector, on edge_tls below) in the request
-          # headers edgescore's tls_ja4* and tls_ja3 features read (core/src/features/ja4.rs).
-          # A client's own copy is removed first: on plain HTTP, where the formatter is empty
-          # and sets nothing, it would otherwise reach the filter as if Envoy had written it.
-          - name: envoy.filters.http.header_mutation
-            typed_config:
-              "@type": type.googleapis.com/envoy.extensions.filters.http.header_mutation.v3.HeaderMutation
-              mutations:
-                request_mutations:
-__FINGERPRINT_MUTATIONS__
           - name: envoy.filters.http.wasm
             typed_config:
               "@type": type.googleapis.com/envoy.extensions.filters.http.wasm.v3.Wasm
@@ -446,7 +444,7 @@ stats_config:
 TLS_LISTENER_TEMPLATE = """\
   # The same filters (*edge_filters) behind TLS, for the TLS fingerprint features
   # (docs/security-teams.md): tls_inspector computes the JA3 and JA4 of each client hello, which
-  # the header_mutation filter above writes into the request. The certificate is the
+  # the early header mutation above writes into the request. The certificate is the
   # self-signed one `make build` makes (target/tls/): use your own.
   - name: __TLS_LISTENER_NAME__
     address:
@@ -482,8 +480,7 @@ COMPOSE_HEADER = """\
 # - the registry is the compose service `registry` serving ./target/registry;
 # - the .wasm is mounted at /etc/envoy/edgescore_filter.wasm;
 # - there is no TLS listener (envoy.yaml's edge_tls, whose certificate `make build` makes on the
-#   host): the fingerprint headers are still removed from every request, so the TLS features
-#   are missing.
+#   host), so the TLS features are missing.
 """
 
 
@@ -501,7 +498,7 @@ def render(compose: bool = False) -> str:
         "__TLS_PORT__": str(TLS_PORT),
         "__TLS_CERT__": TLS_CERT_REL,
         "__TLS_KEY__": TLS_KEY_REL,
-        "__FINGERPRINT_MUTATIONS__": _fingerprint_mutations(16),
+        "__FINGERPRINT_MUTATIONS__": _fingerprint_mutations(14),
         "__LISTEN_ADDRESS__": "0.0.0.0" if compose else "127.0.0.1",
         "__ADMIN_ADDRESS__": "0.0.0.0" if compose else "127.0.0.1",
         "__BACKEND_TYPE__": "STRICT_DNS" if compose else "STATIC",
@@ -596,8 +593,7 @@ EDGESCORE_FILTER_NAMES = ("envoy.filters.http.wasm", "edgescore")
 
 
 def edgescore_filter(manager: dict[str, Any]) -> dict[str, Any]:
-    """The edgescore filter (Wasm or native) of an HTTP connection manager: the header_mutation
-    filter that writes the TLS fingerprints runs before it."""
+    """The edgescore filter (Wasm or native) of an HTTP connection manager."""
     return next(f for f in manager["http_filters"] if f["name"] in EDGESCORE_FILTER_NAMES)
 
 

@@ -1,13 +1,14 @@
 """The TLS fingerprint features in a real Envoy, for the Wasm filter and the native module
-(`kind`): envoy.yaml's TLS listener (tls_inspector with JA3 and JA4) and its header_mutation
-filter, which writes `x-edgescore-ja4` and `x-edgescore-ja3` before edgescore runs.
+(`kind`): envoy.yaml's TLS listener (tls_inspector with JA3 and JA4) and the connection
+manager's early header mutation, which writes `x-edgescore-ja4` and `x-edgescore-ja3` before
+edgescore runs.
 
 Requests over TLS from two TLS stacks (Python's ssl, curl) give two JA4s. Each request's logged
 feature vector is checked against the fingerprints Envoy's access log reports for it
 (`%TLS_JA4_FINGERPRINT%`, `%TLS_JA3_FINGERPRINT%`): the counts read here from the string, the
 hashed categories as the CLI computes them from those strings (the core's extraction, not the
-filter's run). A forged header is ignored over TLS, and over plain HTTP, where every feature is
-missing.
+filter's run). A forged header is overwritten over TLS, and ignored over plain HTTP (where Envoy
+writes none and the filter reads none), where every feature is missing.
 """
 
 from __future__ import annotations
@@ -117,11 +118,12 @@ def logged(running, paths: list[str]) -> dict[str, tuple[dict, dict]]:
 
 
 def core_features(ja4: str | None, ja3: str | None, tmp_path: Path) -> dict[str, float | None]:
-    """What the core computes for a request whose fingerprint headers hold `ja4` and `ja3`
-    (`edgescore features`, the CLI's run of the core's extraction)."""
+    """What the core computes for a request over TLS whose fingerprint headers hold `ja4` and
+    `ja3` (`edgescore features`, the CLI's run of the core's extraction)."""
     headers = [[k, v] for k, v in (("x-edgescore-ja4", ja4), ("x-edgescore-ja3", ja3)) if v is not None]
     src, out = tmp_path / "req.jsonl", tmp_path / "features.csv"
-    src.write_text(json.dumps({"headers": [[":method", "GET"], [":path", "/"], *headers]}) + "\n")
+    request = {"headers": [[":method", "GET"], [":path", "/"], *headers], "properties": {"connection.tls_version": "TLSv1.3"}}
+    src.write_text(json.dumps(request) + "\n")
     (tmp_path / "schema.json").write_text(json.dumps(feature_log.schema_for(list(TLS_FEATURES), TLS_FEATURES)))
     subprocess.run([edgescore_bin(), "features", "--schema", str(tmp_path / "schema.json"), "--hash-key", render_envoy.hash_key(),
                     "--requests", str(src), "-o", str(out)], check=True, capture_output=True)
@@ -180,11 +182,12 @@ def test_plain_http_has_no_fingerprint_forged_or_not(running, kind, upstream, tm
     missing_values = core_features(None, None, tmp_path)
     assert set(missing_values.values()) == {None}
     for path, (obj, record) in log.items():
+        headers = paths[path]
         got = {name: as_float(obj["features"][name]) for name in TLS_FEATURES}
         assert got == missing_values, (path, got)
         assert record["ja4"] in (None, "-"), record
-        # The forged copy was removed before the upstream, too.
-        assert forwarded(upstream, path) == [], path
+        # Envoy wrote nothing: the upstream gets what the client sent, which the filter ignored.
+        assert forwarded(upstream, path) == [(k, v) for k, v in headers.items()], path
 
 
 def test_native_module_allocates_nothing_with_fingerprints(model, upstream, start_envoy, monkeypatch):

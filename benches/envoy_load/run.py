@@ -99,11 +99,12 @@ def bench_config(variant: str, models: tuple[render_envoy.ModelPolicy, ...], was
     hcm.pop("access_log", None)  # the same for every variant; left out to keep the noise down
     hcm["route_config"]["virtual_hosts"][0]["routes"] = [
         {"match": {"prefix": "/"}, "direct_response": {"status": 200, "body": {"inline_string": "ok\n"}}}]
-    # The header_mutation filter writing the TLS fingerprints runs first, except in `none`.
-    *_, wasm_filter, router = hcm["http_filters"]
+    wasm_filter, router = hcm["http_filters"]
     wasm = wasm_filter["typed_config"]["config"]
     if variant == "none":
+        # No filter, and no fingerprint headers for one to read (the early header mutation).
         hcm["http_filters"] = [router]
+        hcm.pop("early_header_mutation_extensions")
     elif variant == "edgescore" or variant.startswith("wasm:"):
         # wasm:<name>: the same filter and configuration from another .wasm (`--compare`).
         wasm["vm_config"]["code"]["local"]["filename"] = str(wasm_path or render_envoy.WASM)

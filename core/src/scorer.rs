@@ -4,7 +4,7 @@
 
 use crate::action::{DEFAULT_BLOCK_BODY, DEFAULT_BLOCK_STATUS};
 use crate::action::ActionKind;
-use crate::config::{ConfigError, HeaderNames, MetricsConfig, Mode, OnError, PluginConfig};
+use crate::config::{ClientKey, ConfigError, HeaderNames, MetricsConfig, Mode, OnError, PluginConfig};
 use crate::decision::{Decision, ModelPolicy, Outcome, Verdict};
 use crate::drift;
 use crate::ensemble::{Model, ScoreError};
@@ -31,6 +31,8 @@ pub struct Scorer {
     reasons: Reasons,
     /// The configured client key reads the downstream address.
     velocity_address: bool,
+    /// Whether the client key reads the JA4 (only a TLS connection's is Envoy's).
+    velocity_ja4: bool,
 }
 
 /// Per-request reasons (`config::ExplainConfig`): buffers sized when the scorer is built.
@@ -229,6 +231,7 @@ impl Scorer {
                 text: Vec::with_capacity(reasons_room),
             },
             velocity_address: cfg.velocity.as_ref().is_some_and(|v| v.key.reads_address()),
+            velocity_ja4: cfg.velocity.as_ref().is_some_and(|v| v.key == ClientKey::AddressJa4),
         })
     }
 
@@ -237,6 +240,7 @@ impl Scorer {
     pub fn properties(&self) -> Properties {
         let mut p = self.schema.properties();
         p.source_address |= self.velocity_address && self.schema.velocity().requests;
+        p.tls_version |= self.velocity_ja4 && self.schema.velocity().requests;
         p
     }
     /// Which of a client's counts the models read: whether the glue counts the request in its

@@ -9,7 +9,7 @@
 //!   the arena serves — counted by the host, so the two views must agree.
 
 use edgescore_tests::filter_models::{artifact, base64, connection_config, explained_two_model_config, tls_config, two_model_config, velocity_model};
-use edgescore_proxy_host::{cargo::filter_wasm, Host, Vm};
+use edgescore_proxy_host::{cargo::filter_wasm, Host, Stream, Vm};
 
 fn counters(vm: &mut Vm) -> (u64, u64, u64, u64) {
     let heap = vm.call_u64_export("edgescore_heap_allocations").unwrap().expect("exported");
@@ -53,7 +53,8 @@ fn request(i: usize, big: &str) -> Vec<(String, String)> {
     h
 }
 
-/// The TLS fingerprint headers Envoy writes: a JA4 and JA3, malformed ones, none (plain HTTP).
+/// The TLS fingerprint headers Envoy writes: a JA4 and JA3, malformed ones, none (plain HTTP;
+/// `over_tls` gives the first two TLS).
 fn fingerprints(i: usize) -> Vec<(String, String)> {
     let pair = |ja4: &str, ja3: &str| vec![("x-edgescore-ja4".to_string(), ja4.to_string()), ("x-edgescore-ja3".to_string(), ja3.to_string())];
     match i % 3 {
@@ -84,6 +85,13 @@ fn no_heap_allocation_with_reasons() {
     assert_no_heap_allocation(&config, true, false);
 }
 
+/// The fingerprint headers count on TLS connections only: give the stream's connection TLS.
+fn over_tls(s: &Stream, tls: bool) {
+    if tls {
+        s.set_property(&["connection", "tls_version"], "TLSv1.3");
+    }
+}
+
 fn assert_no_heap_allocation(config: &str, reasons: bool, tls: bool) {
     let request = |i: usize, big: &str| {
         let mut h = request(i, big);
@@ -100,6 +108,7 @@ fn assert_no_heap_allocation(config: &str, reasons: bool, tls: bool) {
     // so the free lists and the SDK's context map reach their working size.
     for i in 0..40 {
         let s = vm.stream();
+        over_tls(&s, tls && i % 3 != 2);
         vm.request_headers(&s, request(i, &big), true).unwrap();
         vm.set_property(&["source", "address"], "192.0.2.1:1234");
         vm.done(&s).unwrap();
@@ -109,6 +118,7 @@ fn assert_no_heap_allocation(config: &str, reasons: bool, tls: bool) {
     let mut explained = 0;
     for i in 0..n {
         let s = vm.stream();
+        over_tls(&s, tls && (i * 7 + 3) % 3 != 2);
         vm.request_headers(&s, request(i * 7 + 3, &big), true).unwrap();
         explained += s.filter_state("edgescore.reasons").is_some() as usize;
         if !reasons {

@@ -133,7 +133,9 @@ fn scoring_allocates_nothing() {
     let mut blocked = 0;
     let before_tls = dhat::HeapStats::get();
     for i in 0..300 {
-        let outcome = scorer.decide(&edgescore_core::Request::new(maps[i % 3]), true).unwrap();
+        let mut req = edgescore_core::Request::new(maps[i % 3]);
+        req.tls_version = Some(b"TLSv1.3");
+        let outcome = scorer.decide(&req, true).unwrap();
         blocked += (outcome.verdict.action == edgescore_core::ActionKind::Block) as usize;
     }
     let after_tls = dhat::HeapStats::get();

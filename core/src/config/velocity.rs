@@ -28,7 +28,8 @@ fn default_capacity() -> u32 {
 pub enum ClientKey {
     /// The downstream address without its port.
     Address,
-    /// The address and the `x-edgescore-ja4` request header (missing header: the address alone).
+    /// The address and, on a TLS connection, the `x-edgescore-ja4` request header (plain HTTP or
+    /// no header: the address alone).
     AddressJa4,
     /// The first value of a request header (lower case); a request without it is not counted.
     Header(Vec<u8>),

@@ -86,6 +86,8 @@ impl FeaturePlan {
             Feature::TlsVersion => self.properties.tls_version = true,
             Feature::SniPresent => self.properties.sni = true,
             Feature::SourcePrefix => self.properties.source_address = true,
+            // Only a TLS connection's fingerprint headers are Envoy's (see `ja4`).
+            ref f if f.is_fingerprint() => self.properties.tls_version = true,
             Feature::Client4xxShare60s | Feature::Client403Share60s => self.velocity = VelocityNeeds { requests: true, answers: true },
             ref f if f.is_velocity() => self.velocity.requests = true,
             _ => {}
@@ -136,9 +138,9 @@ impl FeaturePlan {
                 }
                 continue;
             }
-            // Envoy writes the fingerprint headers (header_mutation, over any client copy, empty
-            // on plain HTTP): they are the connection's, not the request's shape, and are left
-            // out of the header count, bytes and order.
+            // Envoy writes the fingerprint headers on TLS connections, over any client copy:
+            // they are the connection's, not the request's shape, and are left out of the header
+            // count, bytes and order (a client's copy on plain HTTP too).
             let fingerprint = name == ja4::JA4_HEADER.as_bytes() || name == ja4::JA3_HEADER.as_bytes();
             if !fingerprint {
                 pass.header_count += 1;
@@ -178,7 +180,10 @@ impl FeaturePlan {
             },
             None => (None, None),
         };
-        let fingerprint = pass.ja4.and_then(ja4::parse);
+        // Without TLS the headers can only be a client's: the fingerprints are missing.
+        let tls = req.tls_version.is_some_and(|v| !v.is_empty());
+        let fingerprint = pass.ja4.filter(|_| tls).and_then(ja4::parse);
+        let ja3 = pass.ja3.filter(|j| tls && ja4::is_ja3(j));
         for (i, feature) in self.features.iter().enumerate() {
             let watched = out.watch.get(self.watch_index[i]).copied().unwrap_or_default();
             let number = |v: Option<f32>| v.unwrap_or(f32::NAN);
@@ -250,7 +255,7 @@ impl FeaturePlan {
                     continue;
                 }
                 Feature::TlsJa3 => {
-                    out.hash[i] = pass.ja3.filter(|j| ja4::is_ja3(j)).map(|j| key.hash(j));
+                    out.hash[i] = ja3.map(|j| key.hash(j));
                     continue;
                 }
             };
@@ -519,8 +524,8 @@ mod tests {
     #[test]
     fn tls_fingerprint_parts() {
         let hs = [(":path", "/"), ("x-edgescore-ja4", "t13d1516h2_8daaf6152771_d8a2da3f94cd"), ("x-edgescore-ja3", "e7d705a3286e19ea42f587b344ee6865")];
-        let (plan, v) = extract(&TLS, &hs, |_| {});
-        assert_eq!(plan.properties(), Properties::default(), "the fingerprints cost no property read");
+        let (plan, v) = extract(&TLS, &hs, over_tls);
+        assert_eq!(plan.properties(), Properties { tls_version: true, ..Properties::default() }, "the fingerprints read whether the connection has TLS");
         let key = HashKey::new(b"0123456789abcdef");
         assert_eq!(v.hash[0], Some(key.hash(b"t13d1516h2_8daaf6152771_d8a2da3f94cd")));
         assert_eq!(v.hash[1], Some(key.hash(b"t13d1516h2")));
@@ -528,30 +533,39 @@ mod tests {
         assert_eq!(v.hash[4], Some(key.hash(b"h2")));
         assert_eq!(v.hash[5], Some(key.hash(b"e7d705a3286e19ea42f587b344ee6865")));
         // No ALPN is its own category (`00`), not a missing value; counts are the capped digits.
-        let (_, w) = extract(&TLS, &[("x-edgescore-ja4", "t12i990400_000000000000_000000000000")], |_| {});
+        let (_, w) = extract(&TLS, &[("x-edgescore-ja4", "t12i990400_000000000000_000000000000")], over_tls);
         assert_eq!((w.hash[1], w.numeric[2], w.numeric[3], w.hash[4]), (Some(key.hash(b"t12i990400")), 99.0, 4.0, Some(key.hash(b"00"))));
         // A second copy (Envoy sets one) does not replace the first.
-        let (_, d) = extract(&TLS, &[hs[1], ("x-edgescore-ja4", "t13i3111h2_e8f1e7e78f70_b26ce05bbdd6"), hs[2]], |_| {});
+        let (_, d) = extract(&TLS, &[hs[1], ("x-edgescore-ja4", "t13i3111h2_e8f1e7e78f70_b26ce05bbdd6"), hs[2]], over_tls);
         assert_eq!(d.hash[..2], v.hash[..2]);
         assert_eq!(d.numeric[2..4], [15.0, 16.0]);
     }
 
-    /// Plain HTTP (no header) and anything that is not a fingerprint: every TLS feature missing.
+    fn over_tls(req: &mut Request) {
+        req.tls_version = Some(b"TLSv1.3");
+    }
+
+    /// Anything that is not a fingerprint, and any header on a connection without TLS (a
+    /// client's copy): every TLS feature missing.
     #[test]
     fn tls_fingerprint_missing_or_malformed() {
-        let cases: [&[(&str, &str)]; 4] = [
-            &[(":path", "/")],
-            &[("x-edgescore-ja4", ""), ("x-edgescore-ja3", "")],
-            &[("x-edgescore-ja4", "-"), ("x-edgescore-ja3", "-")],
-            &[("x-edgescore-ja4", "t13d1516h2_8daaf6152771_d8a2da3f94c"), ("x-edgescore-ja3", "E7D705A3286E19EA42F587B344EE6865")],
+        let good: &[(&str, &str)] = &[("x-edgescore-ja4", "t13d1516h2_8daaf6152771_d8a2da3f94cd"), ("x-edgescore-ja3", "e7d705a3286e19ea42f587b344ee6865")];
+        let cases: [(&[(&str, &str)], Option<&'static [u8]>); 7] = [
+            (&[(":path", "/")], Some(b"TLSv1.3")),
+            (&[("x-edgescore-ja4", ""), ("x-edgescore-ja3", "")], Some(b"TLSv1.3")),
+            (&[("x-edgescore-ja4", "-"), ("x-edgescore-ja3", "-")], Some(b"TLSv1.3")),
+            (&[("x-edgescore-ja4", "t13d1516h2_8daaf6152771_d8a2da3f94c"), ("x-edgescore-ja3", "E7D705A3286E19EA42F587B344EE6865")], Some(b"TLSv1.3")),
+            (&[(":path", "/")], None),
+            (good, None),
+            (good, Some(b"")),
         ];
-        for hs in cases {
-            let (_, v) = extract(&TLS, hs, |_| {});
-            assert_eq!(v.hash, [None, None, None, None, None, None], "{hs:?}");
-            assert!(v.numeric[2].is_nan() && v.numeric[3].is_nan(), "{hs:?}");
+        for (hs, tls) in cases {
+            let (_, v) = extract(&TLS, hs, |r| r.tls_version = tls);
+            assert_eq!(v.hash, [None, None, None, None, None, None], "{hs:?} {tls:?}");
+            assert!(v.numeric[2].is_nan() && v.numeric[3].is_nan(), "{hs:?} {tls:?}");
         }
         // The JA3 stands on its own: a bad JA4 does not hide a good JA3.
-        let (_, v) = extract(&TLS, &[("x-edgescore-ja4", "junk"), ("x-edgescore-ja3", "e7d705a3286e19ea42f587b344ee6865")], |_| {});
+        let (_, v) = extract(&TLS, &[("x-edgescore-ja4", "junk"), ("x-edgescore-ja3", "e7d705a3286e19ea42f587b344ee6865")], over_tls);
         assert_eq!((v.hash[0], v.hash[5].is_some()), (None, true));
     }
 }

@@ -181,6 +181,11 @@ impl Feature {
         matches!(self, Feature::ClientRequests10s | Feature::ClientRequests60s | Feature::ClientPaths60s | Feature::Client4xxShare60s | Feature::Client403Share60s)
     }
 
+    /// Whether the feature reads the connection's TLS fingerprints (`ja4`).
+    pub fn is_fingerprint(&self) -> bool {
+        matches!(self, Feature::TlsJa4 | Feature::TlsJa4A | Feature::TlsJa4Ciphers | Feature::TlsJa4Extensions | Feature::TlsJa4Alpn | Feature::TlsJa3)
+    }
+
     /// The header a parameterised feature reads.
     fn header(&self) -> Option<&[u8]> {
         match self {

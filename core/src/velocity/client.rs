@@ -77,7 +77,9 @@ impl Clients {
             ClientKey::AddressJa4 => {
                 h.update(ADDRESS);
                 h.update(without_port(req.source_address?));
-                if let Some(ja4) = req.headers.get(JA4_HEADER.as_bytes()) {
+                // Without TLS the header can only be a client's (features::ja4).
+                let tls = req.tls_version.is_some_and(|v| !v.is_empty());
+                if let Some(ja4) = req.headers.get(JA4_HEADER.as_bytes()).filter(|_| tls) {
                     h.update(b"\n");
                     h.update(ja4);
                 }
@@ -126,9 +128,14 @@ mod tests {
     }
 
     fn client(key: &str, headers: &[(&str, &str)], address: Option<&'static [u8]>) -> Option<u64> {
+        client_over(key, headers, address, Some(b"TLSv1.3"))
+    }
+
+    fn client_over(key: &str, headers: &[(&str, &str)], address: Option<&'static [u8]>, tls: Option<&'static [u8]>) -> Option<u64> {
         let buf = HeaderMap::encode(headers);
         let mut req = Request::new(HeaderMap::parse(&buf).unwrap());
         req.source_address = address;
+        req.tls_version = tls;
         Clients::carry(None, &config(key)).unwrap().client(&req)
     }
 
@@ -143,6 +150,8 @@ mod tests {
         let ja4 = |v: &str| client("address+ja4", &[("x-edgescore-ja4", v)], Some(b"192.0.2.1:1"));
         assert_ne!(ja4("t13d1516h2_8daaf6152771_e5627efa2ab1"), ja4("t13d0912h2_f91f431d341e_dc02f61e4b3f"));
         assert_eq!(client("address+ja4", &[], Some(b"192.0.2.1:1")), a, "no fingerprint: the address alone");
+        let plain = client_over("address+ja4", &[("x-edgescore-ja4", "t13d1516h2_8daaf6152771_e5627efa2ab1")], Some(b"192.0.2.1:1"), None);
+        assert_eq!(plain, a, "without TLS a client's JA4 header is not part of its key");
         let h = client("header:x-api-key", &[("x-api-key", "k1"), ("x-api-key", "k2")], None);
         assert_eq!(h, client("header:x-api-key", &[("x-api-key", "k1")], Some(b"1.2.3.4:1")));
         assert_eq!(client("header:x-api-key", &[("x-other", "k1")], None), None);

@@ -71,12 +71,12 @@ pub fn expected(name: &str, req: &ReferenceRequest, key: &HashKey) -> Expected {
         // A client's counts come from the worker's table, not the request: a request the glue
         // did not count has them missing (tests/tests/velocity.rs checks the counted ones).
         "client_requests_10s" | "client_requests_60s" | "client_paths_60s" | "client_4xx_share_60s" | "client_403_share_60s" => Number(None),
-        "tls_ja4" => hash(tls::ja4(first_value(req, b"x-edgescore-ja4")).map(|j| j.whole)),
-        "tls_ja4_a" => hash(tls::ja4(first_value(req, b"x-edgescore-ja4")).map(|j| j.a)),
-        "tls_ja4_ciphers" => Number(tls::ja4(first_value(req, b"x-edgescore-ja4")).map(|j| j.ciphers)),
-        "tls_ja4_extensions" => Number(tls::ja4(first_value(req, b"x-edgescore-ja4")).map(|j| j.extensions)),
-        "tls_ja4_alpn" => hash(tls::ja4(first_value(req, b"x-edgescore-ja4")).map(|j| j.alpn)),
-        "tls_ja3" => hash(first_value(req, b"x-edgescore-ja3").filter(|v| tls::is_ja3(v))),
+        "tls_ja4" => hash(tls::ja4(fingerprint(req, b"x-edgescore-ja4")).map(|j| j.whole)),
+        "tls_ja4_a" => hash(tls::ja4(fingerprint(req, b"x-edgescore-ja4")).map(|j| j.a)),
+        "tls_ja4_ciphers" => Number(tls::ja4(fingerprint(req, b"x-edgescore-ja4")).map(|j| j.ciphers)),
+        "tls_ja4_extensions" => Number(tls::ja4(fingerprint(req, b"x-edgescore-ja4")).map(|j| j.extensions)),
+        "tls_ja4_alpn" => hash(tls::ja4(fingerprint(req, b"x-edgescore-ja4")).map(|j| j.alpn)),
+        "tls_ja3" => hash(fingerprint(req, b"x-edgescore-ja3").filter(|v| tls::is_ja3(v))),
         _ => panic!("no reference for `{name}`: the catalogue has a feature this target does not know"),
     }
 }
@@ -112,6 +112,12 @@ fn is_pseudo(name: &[u8]) -> bool {
 /// order).
 fn is_fingerprint(name: &[u8]) -> bool {
     name == b"x-edgescore-ja4" || name == b"x-edgescore-ja3"
+}
+
+/// A fingerprint header's first value, on a connection with TLS only (on plain HTTP Envoy writes
+/// none, so any copy is a client's).
+fn fingerprint<'a>(req: &ReferenceRequest<'a>, name: &[u8]) -> Option<&'a [u8]> {
+    req.tls_version.filter(|v| !v.is_empty()).and(first_value(req, name))
 }
 
 /// The first value of `name`: Envoy hands single-valued headers once, and where a client sent
