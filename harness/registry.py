@@ -140,6 +140,10 @@ class RegistryServer:
 
 
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+    # Headers and body in two writes: without this the body waits out the peer's delayed ACK
+    # (harness/backend.py).
+    disable_nagle_algorithm = True
+
     def log_message(self, *args) -> None:
         pass
 

@@ -36,6 +36,10 @@ class ScriptedNlp:
         outer = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
+            # Headers and body in two writes: without this the body waits out the peer's
+            # delayed ACK (harness/backend.py).
+            disable_nagle_algorithm = True
+
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("content-length") or 0))
                 text = json.loads(body)["text"]

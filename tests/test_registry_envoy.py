@@ -22,8 +22,10 @@ from __future__ import annotations
 import base64
 import dataclasses
 import hashlib
+import http.client
 import json
 import os
+import ssl
 import subprocess
 import time
 from pathlib import Path
@@ -33,6 +35,7 @@ import pytest
 from demo import traffic
 from harness import envoyctl, render_envoy
 from harness.registry import RegistryServer, signed_envelope, utc
+from harness.require import require_build
 from harness.running import Running
 from models import feature_log
 from test_envoy import MODELS, envoy_config, header, scores_of
@@ -149,9 +152,11 @@ def plugin(reg: Registry, *, bootstrap: bool = False, **registry_overrides) -> d
     return cfg
 
 
-def start(upstream, reg: Registry, workdir: Path, name: str, kind: str, **kw) -> Running:
+def start(upstream, reg: Registry, workdir: Path, name: str, kind: str, tls: bool = False, **kw) -> Running:
+    """An Envoy polling `reg`; with `tls`, envoy.yaml's TLS listener too (the same filter
+    configuration on a second listener)."""
     p = plugin(reg, **kw)
-    cfg = envoy_config(upstream.port, p)
+    cfg = envoy_config(upstream.port, p, tls=tls)
     render_envoy.add_registry(cfg, p, "127.0.0.1", reg.server.port)
     if kind == "native":
         cfg = render_envoy.to_native(cfg)
@@ -454,6 +459,46 @@ def test_start_with_the_registry_down(upstream, registry, tmp_path, kind):
             boot.envoy.stop()
     finally:
         registry.server.up()
+
+
+def tls_answered_by(running: Running, upstream, n: int = 4) -> list[str]:
+    """`answered_by` over the TLS listener."""
+    port = running.envoy.listener_port(render_envoy.TLS_LISTENER)
+    upstream.take()
+    for r in REQUESTS[:n]:
+        conn = http.client.HTTPSConnection("127.0.0.1", port, timeout=10, context=ssl._create_unverified_context())
+        try:
+            conn.request(r.method, r.path, headers=dict(r.header_list(f"127.0.0.1:{port}")))
+            assert conn.getresponse().status in (200, 403)
+        finally:
+            conn.close()
+    return [i for rec in upstream.take() for i in scores_of(header(rec, "x-edgescore") or "").keys()]
+
+
+def test_two_listeners_poll_once(upstream, registry, tmp_path, kind):
+    """The same configuration on two listeners: each manifest is accepted once (one poller for
+    the process: the Wasm service VM; the native module's group of configurations), and both
+    listeners' workers take it."""
+    require_build()  # the TLS listener's certificate
+    running = start(upstream, registry, tmp_path / "two", "two", kind, tls=True)
+    try:
+        # Every worker of both listeners' configurations takes the served set (the Wasm filter's
+        # one configuration per worker serves both listeners).
+        listeners = 2 if kind == "native" else 1
+        wait_for("every worker to take the registry's models", lambda: stat(running, "swaps") >= WORKERS * listeners)
+        bot = next(e["version"] for e in registry.manifest()["models"] if e["name"] == "bot" and e["mode"] == "active")
+        serving(running, upstream, bot)
+        assert stat(running, "manifests_accepted") == 1
+        swaps = stat(running, "swaps")
+        registry.publish(registry.artifacts["bot-v3"])
+        bot = next(e["version"] for e in registry.manifest()["models"] if e["name"] == "bot" and e["mode"] == "active")
+        wait_for(f"v{bot} on every worker", lambda: stat(running, "swaps") >= swaps + WORKERS * listeners)
+        serving(running, upstream, bot)
+        wait_for(f"v{bot} over TLS", lambda: f"bot@{bot}" in tls_answered_by(running, upstream))
+        assert stat(running, "manifests_accepted") == 2
+        assert stat(running, "models_accepted") == len(MODELS) + 1
+    finally:
+        running.envoy.stop()
 
 
 # ---------------------------------------------------------------------------------------------

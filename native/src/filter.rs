@@ -1,7 +1,8 @@
 //! One filter configuration (`on_http_filter_config_new`, main thread): the plugin JSON parsed
-//! by the core, its metrics defined, a scorer per worker, and — with a `registry` — the poller.
-//! Every worker's streams share it, so everything in it is `Sync`: the per-worker state sits
-//! behind each worker's own lock (`workers`), the poller's behind the main thread's.
+//! by the core, its metrics defined, a scorer per worker, and — with a `registry` — a member of
+//! the group of configurations that share the registry poller (`poll_group`). Every worker's
+//! streams share it, so everything in it is `Sync`: the per-worker state sits behind each
+//! worker's own lock (`workers`).
 //!
 //! Envoy gives a filter configuration no timer: a module thread ([`Ticker`]) commits a
 //! scheduler event every tick, and the main thread, in `on_http_filter_config_scheduled`,
@@ -10,7 +11,7 @@
 use crate::abi::{LOG_ERROR, LOG_INFO};
 use crate::envoy::{self, EnvoyConfig, Scheduler};
 use crate::metrics::Defined;
-use crate::poller::Poller;
+use crate::poll_group;
 use crate::workers::{Worker, Workers};
 use edgescore_core::config::{ConfigError, PluginConfig};
 use edgescore_core::scorer::{RegistryModel, Scorer, Served};
@@ -26,7 +27,6 @@ pub struct Filter {
     pub metrics: Defined,
     pub workers: Workers,
     pub seed: u64,
-    poller: Mutex<Option<Poller>>,
     /// Held for its drop: stops the thread, then deletes the scheduler.
     _ticker: Ticker,
 }
@@ -48,7 +48,6 @@ impl Filter {
         let slots = first.slots().len();
         let mut first = Some(first);
         let workers = Workers::new(envoy::concurrency() as usize, &cfg, &metrics, || first.take().or_else(|| Scorer::build(&cfg, seed, bootstrap.clone()).ok()));
-        let poller = cfg.registry.as_ref().map(|reg| Poller::new(&cfg, reg));
         let tick_ms = match &cfg.registry {
             // Polls are due every poll_seconds; the tick also flushes the workers' counts.
             Some(_) => cfg.metrics.flush_ms.min(1000),
@@ -75,32 +74,28 @@ impl Filter {
         // The ticker holds only the scheduler: the filter's lifetime stays Envoy's. Its first
         // event comes a period after start, once this configuration is Envoy's.
         let _ticker = Ticker::start(envoy.scheduler(), Duration::from_millis(tick_ms as u64));
-        Ok(Arc::new(Filter { envoy, cfg, bootstrap, metrics, workers, seed, poller: Mutex::new(poller), _ticker }))
+        let filter = Arc::new(Filter { envoy, cfg, bootstrap, metrics, workers, seed, _ticker });
+        if filter.cfg.registry.is_some() {
+            poll_group::join(&filter, json);
+        }
+        Ok(filter)
     }
 
     /// The main thread's tick: the workers' counts to Envoy, replaced scorers freed, the
-    /// registry polled when due.
+    /// registry polled when due (the group's leader's tick; timed into
+    /// `edgescore.registry.tick_us` with the update work an answer brings).
     pub fn on_tick(&self) {
-        let start = std::time::Instant::now();
         self.workers.tick(&self.metrics, &self.envoy);
         #[cfg(feature = "count-allocations")]
         self.envoy.set_gauge(self.metrics.allocations, crate::counting::edgescore_native_allocations());
-        let mut poller = self.poller.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(p) = poller.as_mut() {
-            p.tick(self);
-            self.envoy.record(self.metrics.tick_us, start.elapsed().as_micros() as u64);
+        if self.cfg.registry.is_some() {
+            poll_group::tick(self);
         }
     }
 
-    /// An answer to a registry request (main thread); the update work (checks, a scorer built
-    /// per worker) is timed into `edgescore.registry.tick_us`.
+    /// An answer to a registry request (main thread).
     pub fn on_callout(&self, id: u64, answer: Result<Vec<u8>, String>) {
-        let start = std::time::Instant::now();
-        let mut poller = self.poller.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(p) = poller.as_mut() {
-            p.answer(self, id, answer);
-            self.envoy.record(self.metrics.tick_us, start.elapsed().as_micros() as u64);
-        }
+        poll_group::answer(self, id, answer);
     }
 
     /// Builds a scorer per worker over `registry` (plus the bootstrap models it does not

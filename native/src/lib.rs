@@ -3,7 +3,8 @@
 //! (`envoy.extensions.filters.http.dynamic_modules`), with the same plugin JSON, the same
 //! decisions bit for bit and the same metrics. `abi` declares the part of Envoy 1.40's ABI it
 //! uses and `envoy` wraps it; `filter` is one configuration (the root: parses the JSON, defines
-//! the metrics, holds a scorer per worker in `workers`, polls the registry through `poller`);
+//! the metrics, holds a scorer per worker in `workers`; the configurations of one plugin JSON
+//! share a registry poller, `poll_group` over `poller`);
 //! `stream` is one request, `text` a request held for the text path. Every hook below runs
 //! inside `guard::catch`.
 //!
@@ -21,6 +22,7 @@ mod envoy;
 mod filter;
 mod guard;
 mod metrics;
+mod poll_group;
 mod poller;
 mod stream;
 mod text;
@@ -86,7 +88,14 @@ pub extern "C" fn envoy_dynamic_module_on_http_filter_config_new(envoy_cfg: Envo
 #[no_mangle]
 pub extern "C" fn envoy_dynamic_module_on_http_filter_config_destroy(cfg: *const c_void) {
     // SAFETY: the pointer came from `Arc::into_raw` in `config_new`; Envoy destroys it once.
-    guard::catch(|| drop(unsafe { Arc::from_raw(cfg as *const Filter) }), || (), ())
+    guard::catch(
+        || {
+            drop(unsafe { Arc::from_raw(cfg as *const Filter) });
+            poll_group::leave();
+        },
+        || (),
+        (),
+    )
 }
 
 #[no_mangle]

@@ -1,8 +1,12 @@
-//! The registry poller of one filter configuration, on Envoy's main thread: every
-//! `poll_seconds` it fetches the signed manifest with Envoy's own HTTP callout to the `registry`
-//! cluster, then the artifacts of versions it has not accepted; what to accept is the core's
-//! decision ([`Poll`], the same checks as the Wasm filter's service VM). An accepted set becomes
-//! a scorer per worker ([`Filter::offer`]); each worker swaps before its next request.
+//! The registry poller of a group of filter configurations (`poll_group`), on Envoy's main
+//! thread: every `poll_seconds` it fetches the signed manifest with the leading configuration's
+//! HTTP callout to the `registry` cluster, then the artifacts of versions it has not accepted;
+//! what to accept is the core's decision ([`Poll`], the same checks as the Wasm filter's service
+//! VM). An accepted set becomes a scorer per worker of every configuration of the group
+//! ([`Filter::offer`]); each worker swaps before its next request.
+//!
+//! Each method takes the group's live configurations, the leading one first: its callouts, its
+//! metrics (which every configuration of the group defines alike).
 //!
 //! A refusal never hurts serving: the refused version is skipped, the previous one keeps
 //! serving, a counter per reason increments and one log line says what and why.
@@ -16,6 +20,7 @@ use edgescore_core::poll::{refused_what, Next, Plan, Poll, Refused};
 use edgescore_core::registry::{ModelMode, Refusal, REASONS};
 use edgescore_core::scorer::RegistryModel;
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Instant;
 
 pub struct Poller {
@@ -45,7 +50,8 @@ impl Poller {
         }
     }
 
-    pub fn tick(&mut self, f: &Filter) {
+    pub fn tick(&mut self, fs: &[Arc<Filter>]) {
+        let f = &*fs[0];
         let now = Instant::now();
         f.envoy.set_gauge(f.metrics.seconds_since_good_poll, now.duration_since(self.last_good).as_secs());
         if self.waiting.is_some() || self.next_poll.is_some_and(|t| now < t) {
@@ -59,7 +65,8 @@ impl Poller {
         }
     }
 
-    pub fn answer(&mut self, f: &Filter, id: u64, answer: Result<Vec<u8>, String>) {
+    pub fn answer(&mut self, fs: &[Arc<Filter>], id: u64, answer: Result<Vec<u8>, String>) {
+        let f = &*fs[0];
         if self.waiting != Some(id) {
             return;
         }
@@ -67,10 +74,38 @@ impl Poller {
         let mut refused = Vec::new();
         let next = if self.poll.busy() { self.poll.artifact(answer, &mut refused) } else { self.poll.manifest(answer, unix_now_s(), &mut refused) };
         self.refuse(f, refused);
-        self.follow(f, next);
+        self.follow(fs, next);
     }
 
-    fn follow(&mut self, f: &Filter, mut next: Next) {
+    /// The leading configuration is gone with its callout: the next one asks again.
+    pub fn forget_callout(&mut self) {
+        self.waiting = None;
+        self.next_poll = None;
+    }
+
+    /// A configuration joining the group: the models the registry serves, from its first
+    /// request on (nothing before the first accepted manifest).
+    pub fn hand_over(&self, f: &Filter) {
+        let registry: Vec<RegistryModel<'_>> = self
+            .poll
+            .served()
+            .values()
+            .filter_map(|(e, _)| Some(RegistryModel { name: &e.name, version: e.version, shadow: e.mode == ModelMode::Shadow, model: self.loaded.get(&e.sha256)? }))
+            .collect();
+        if registry.is_empty() {
+            return;
+        }
+        match f.offer(&registry) {
+            Ok(ids) => envoy::log(LOG_INFO, &format!("edgescore: registry generation {} serving [{}] (a configuration joined)", self.generation, ids.join(", "))),
+            Err(e) => {
+                envoy::log(LOG_WARN, &format!("edgescore: registry generation {} refused by this configuration: {e}", self.generation));
+                f.metrics.add_now(&f.envoy, f.metrics.swaps_refused, 1);
+            }
+        }
+    }
+
+    fn follow(&mut self, fs: &[Arc<Filter>], mut next: Next) {
+        let f = &*fs[0];
         loop {
             match next {
                 Next::Idle => return,
@@ -80,7 +115,7 @@ impl Poller {
                     }
                     return self.good_poll(f, sequence);
                 }
-                Next::Publish(plan) => return self.publish(f, plan),
+                Next::Publish(plan) => return self.publish(fs, plan),
                 Next::Fetch(path) => match self.get(f, &path) {
                     Ok(()) => return,
                     Err(why) => {
@@ -102,7 +137,8 @@ impl Poller {
         Ok(())
     }
 
-    fn publish(&mut self, f: &Filter, plan: Box<Plan>) {
+    fn publish(&mut self, fs: &[Arc<Filter>], plan: Box<Plan>) {
+        let f = &*fs[0];
         let sequence = plan.sequence();
         let mut loaded = Vec::with_capacity(plan.set().len());
         for (entry, bytes) in plan.set().values() {
@@ -124,10 +160,11 @@ impl Poller {
             loaded.iter().map(|(e, model)| RegistryModel { name: &e.name, version: e.version, shadow: e.mode == ModelMode::Shadow, model }).collect();
         self.generation += 1;
         let models: Vec<String> = loaded.iter().map(|(m, _)| format!("{}@{}{}", m.name, m.version, if m.mode == ModelMode::Shadow { " (shadow)" } else { "" })).collect();
-        match f.offer(&registry) {
+        // Every configuration of the group parsed the same JSON: each accepts what the first does.
+        match fs.iter().map(|m| m.offer(&registry)).collect::<Result<Vec<_>, _>>() {
             Ok(ids) => {
                 envoy::log(LOG_INFO, &format!("edgescore registry: manifest {sequence} accepted, serving [{}] (generation {})", models.join(", "), self.generation));
-                envoy::log(LOG_INFO, &format!("edgescore: registry generation {} (manifest {sequence}) serving [{}]", self.generation, ids.join(", ")));
+                envoy::log(LOG_INFO, &format!("edgescore: registry generation {} (manifest {sequence}) serving [{}]", self.generation, ids[0].join(", ")));
             }
             Err(e) => {
                 envoy::log(
