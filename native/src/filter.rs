@@ -1,5 +1,6 @@
 //! One filter configuration (`on_http_filter_config_new`, main thread): the plugin JSON parsed
-//! by the core, its metrics defined, a scorer per worker, and — with a `registry` — the poller.
+//! by the core, its metrics defined, a scorer per worker, and — with a `registry` — the poller,
+//! with `verified_bots` the key directories' fetches (`directories`).
 //! Every worker's streams share it, so everything in it is `Sync`: the per-worker state sits
 //! behind each worker's own lock (`workers`), the poller's behind the main thread's.
 //!
@@ -8,6 +9,7 @@
 //! flushes the workers' counts and drives the registry poll with Envoy's own HTTP callouts.
 
 use crate::abi::{LOG_ERROR, LOG_INFO};
+use crate::directories::Directories;
 use crate::envoy::{self, EnvoyConfig, Scheduler};
 use crate::metrics::Defined;
 use crate::poller::Poller;
@@ -27,6 +29,7 @@ pub struct Filter {
     pub workers: Workers,
     pub seed: u64,
     poller: Mutex<Option<Poller>>,
+    directories: Mutex<Option<Directories>>,
     /// Held for its drop: stops the thread, then deletes the scheduler.
     _ticker: Ticker,
 }
@@ -49,10 +52,11 @@ impl Filter {
         let mut first = Some(first);
         let workers = Workers::new(envoy::concurrency() as usize, &cfg, &metrics, || first.take().or_else(|| Scorer::build(&cfg, seed, bootstrap.clone()).ok()));
         let poller = cfg.registry.as_ref().map(|reg| Poller::new(&cfg, reg));
-        let tick_ms = match &cfg.registry {
-            // Polls are due every poll_seconds; the tick also flushes the workers' counts.
-            Some(_) => cfg.metrics.flush_ms.min(1000),
-            None => cfg.metrics.flush_ms,
+        let directories = cfg.verified_bots.as_ref().map(Directories::new);
+        let tick_ms = match cfg.registry.is_some() || cfg.verified_bots.is_some() {
+            // Polls and fetches are due in whole seconds; the tick also flushes the workers' counts.
+            true => cfg.metrics.flush_ms.min(1000),
+            false => cfg.metrics.flush_ms,
         };
         let from_registry = match &cfg.registry {
             Some(r) => format!("; from the registry (cluster `{}`): {}", r.cluster, names.join(", ")),
@@ -75,12 +79,15 @@ impl Filter {
         // The ticker holds only the scheduler: the filter's lifetime stays Envoy's. Its first
         // event comes a period after start, once this configuration is Envoy's.
         let _ticker = Ticker::start(envoy.scheduler(), Duration::from_millis(tick_ms as u64));
-        Ok(Arc::new(Filter { envoy, cfg, bootstrap, metrics, workers, seed, poller: Mutex::new(poller), _ticker }))
+        Ok(Arc::new(Filter { envoy, cfg, bootstrap, metrics, workers, seed, poller: Mutex::new(poller), directories: Mutex::new(directories), _ticker }))
     }
 
     /// The main thread's tick: the workers' counts to Envoy, replaced scorers freed, the
-    /// registry polled when due.
+    /// registry polled and the key directories fetched when due.
     pub fn on_tick(&self) {
+        if let Some(d) = self.directories.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
+            d.tick(self);
+        }
         let start = std::time::Instant::now();
         self.workers.tick(&self.metrics, &self.envoy);
         #[cfg(feature = "count-allocations")]
@@ -95,6 +102,11 @@ impl Filter {
     /// An answer to a registry request (main thread); the update work (checks, a scorer built
     /// per worker) is timed into `edgescore.registry.tick_us`.
     pub fn on_callout(&self, id: u64, answer: Result<Vec<u8>, String>) {
+        if let Some(d) = self.directories.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
+            if d.answer(self, id, &answer) {
+                return;
+            }
+        }
         let start = std::time::Instant::now();
         let mut poller = self.poller.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(p) = poller.as_mut() {

@@ -3,7 +3,8 @@
 //! (`envoy.extensions.filters.http.dynamic_modules`), with the same plugin JSON, the same
 //! decisions bit for bit and the same metrics. `abi` declares the part of Envoy 1.40's ABI it
 //! uses and `envoy` wraps it; `filter` is one configuration (the root: parses the JSON, defines
-//! the metrics, holds a scorer per worker in `workers`, polls the registry through `poller`);
+//! the metrics, holds a scorer per worker in `workers`, polls the registry through `poller`
+//! and fetches the verified bots' key directories through `directories`);
 //! `stream` is one request, `text` a request held for the text path. Every hook below runs
 //! inside `guard::catch`.
 //!
@@ -17,6 +18,7 @@
 mod abi;
 #[cfg(feature = "count-allocations")]
 mod counting;
+mod directories;
 mod envoy;
 mod filter;
 mod guard;

@@ -30,6 +30,16 @@ impl Bots {
         Some(Bots { verifier: Verifier::new(v.policy()), directory: Arc::default(), action: v.action, counts: BotCounts::default() })
     }
 
+    /// [`Bots::new`] keeping `old`'s keys: a reconfigured worker verifies with what the poller
+    /// last delivered until it delivers again.
+    pub fn carry(old: Option<&Bots>, cfg: &PluginConfig) -> Option<Bots> {
+        let mut bots = Bots::new(cfg)?;
+        if let Some(old) = old {
+            bots.directory = old.directory.clone();
+        }
+        Some(bots)
+    }
+
     /// The keys to verify with from the next request on (off the request path).
     pub fn set_directory(&mut self, directory: Arc<Directory>) {
         self.directory = directory;

@@ -11,8 +11,8 @@ use crate::config::verified_bots::{DirectoryConfig, VerifiedBotsConfig};
 pub enum DirectoryRefusal {
     #[error("unreachable: {0}")]
     Unreachable(String),
-    #[error("{bytes} bytes, more than max_bytes ({max})")]
-    TooLarge { bytes: usize, max: usize },
+    #[error("larger than max_bytes ({max})")]
+    TooLarge { max: usize },
     #[error("{0}")]
     Invalid(DirectoryError),
 }
@@ -82,6 +82,11 @@ impl DirectoryFetch {
         self.timeout_ms
     }
 
+    /// Bytes of an answer worth reading: one more than `max_bytes` is refused as too large.
+    pub fn read_limit(&self) -> usize {
+        self.max_bytes + 1
+    }
+
     /// The answer to directory `i`'s fetch: `Ok(true)` when the keys changed (hand
     /// [`DirectoryFetch::merged`] to the workers), `Ok(false)` when they are the same.
     pub fn answer(&mut self, i: usize, answer: Result<&[u8], String>, now_s: u64) -> Result<bool, DirectoryRefusal> {
@@ -89,7 +94,7 @@ impl DirectoryFetch {
         self.in_flight[i] = false;
         let taken = answer.map_err(DirectoryRefusal::Unreachable).and_then(|body| {
             if body.len() > self.max_bytes {
-                return Err(DirectoryRefusal::TooLarge { bytes: body.len(), max: self.max_bytes });
+                return Err(DirectoryRefusal::TooLarge { max: self.max_bytes });
             }
             Directory::from_jwks(&source.name, body).map_err(DirectoryRefusal::Invalid)
         });
@@ -168,7 +173,7 @@ mod tests {
     fn every_reason_is_listed() {
         let refusals = [
             DirectoryRefusal::Unreachable(String::new()),
-            DirectoryRefusal::TooLarge { bytes: 0, max: 0 },
+            DirectoryRefusal::TooLarge { max: 0 },
             DirectoryRefusal::Invalid(DirectoryError::NotJwks(String::new())),
             DirectoryRefusal::Invalid(DirectoryError::TooManyKeys),
             DirectoryRefusal::Invalid(DirectoryError::BadKey { index: 0, why: String::new() }),
