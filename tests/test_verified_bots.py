@@ -195,3 +195,24 @@ def test_native_no_allocation_with_signed_requests(with_module, crawler, directo
     round_(500)
     assert native.counter(gauge) == before
     assert native.metric("edgescore_verified_bots_verified") == 120
+
+
+def test_schema_and_docs_name_every_field():
+    """docs/configuration.schema.json and docs/configuration.md name every field of the
+    `verified_bots` section (core/src/config/verified_bots.rs) and of its directories."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    source = (root / "core" / "src" / "config" / "verified_bots.rs").read_text()
+
+    def fields(struct: str) -> set[str]:
+        body = source[source.index(f"pub struct {struct}"):]
+        return set(re.findall(r"^\s*pub (\w+):", body[:body.index("\n}\n")], re.M))
+
+    schema = json.loads((root / "docs" / "configuration.schema.json").read_text())["properties"]["verified_bots"]
+    assert set(schema["properties"]) == fields("VerifiedBotsConfig")
+    assert set(schema["properties"]["directories"]["items"]["properties"]) == fields("DirectoryConfig")
+    docs = (root / "docs" / "configuration.md").read_text()
+    assert not [f for f in fields("VerifiedBotsConfig") if f"`verified_bots.{f}" not in docs]
+    assert not [f for f in fields("DirectoryConfig") if f"`verified_bots.directories[].{f}`" not in docs]
