@@ -293,7 +293,7 @@ fn verified_agent_allow_or_tag() {
         let v = d.verdict_for(&scores, false, agent);
         let o = d.decide(&headers, &scores, v, b"", b"", true);
         let got = edits(&o.edits);
-        assert_eq!(got[..2], [format!("add x-edgescore: bot=0.9500;abuse=0.1000"), format!("add x-edgescore-decision: {want}")], "{action} {agent:?}");
+        assert_eq!(got[..2], ["add x-edgescore: bot=0.9500;abuse=0.1000".to_string(), format!("add x-edgescore-decision: {want}")], "{action} {agent:?}");
         assert_eq!(o.edits.reply().is_some(), action == "tag" || agent.is_none(), "{action} {agent:?}");
     }
     // Without the section, an agent is not named.
