@@ -2,8 +2,9 @@
 //! [`Scorer`] over the bootstrap models and hands it to every stream. On its tick it flushes
 //! the streams' metrics to Envoy (`metrics`) and, with a `registry`, picks up models the
 //! poller published (`updates`, on a jittered period) and swaps the scorer between two
-//! requests. A refused configuration leaves the previous scorer
-//! serving (Envoy also keeps the previous configuration when `on_configure` returns false).
+//! requests; with `verified_bots`, it takes the keys the poller published (`read_directory`).
+//! A refused configuration leaves the previous scorer serving (Envoy also keeps the previous
+//! configuration when `on_configure` returns false).
 
 use crate::host::now_ns;
 use crate::metrics::{self, UpdateMetrics};
