@@ -13,76 +13,20 @@ build allocates nothing per signed request.
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import http.client
 import json
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
 from harness import render_envoy
-from harness.require import module, require_native
+from harness.require import require_native
+from harness.web_bot_auth import DirectoryServer, Signer
 from test_envoy import envoy_config, policies
 from test_native import NS, logged, with_module  # noqa: F401 (a fixture)
 
 AUTHORITY = "shop.example.com"
 BROKEN = b'{"keys": "not a list"}'
-
-
-def b64url(b: bytes) -> str:
-    return base64.urlsafe_b64encode(b).rstrip(b"=").decode()
-
-
-class Signer:
-    """An Ed25519 key, its JWK set and its RFC 7638 thumbprint (the `keyid`)."""
-
-    def __init__(self) -> None:
-        ed = module("cryptography.hazmat.primitives.asymmetric.ed25519")
-        serialization = module("cryptography.hazmat.primitives.serialization")
-        self.key = ed.Ed25519PrivateKey.generate()
-        raw = self.key.public_key().public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
-        self.x = b64url(raw)
-        canonical = json.dumps({"crv": "Ed25519", "kty": "OKP", "x": self.x}, separators=(",", ":"), sort_keys=True)
-        self.keyid = b64url(hashlib.sha256(canonical.encode()).digest())
-
-    def jwks(self) -> bytes:
-        return json.dumps({"keys": [{"kty": "OKP", "crv": "Ed25519", "x": self.x, "use": "sig"}]}).encode()
-
-    def headers(self, created: int, expires: int, keyid: str | None = None) -> dict[str, str]:
-        """`signature-input` and `signature` over `@authority` (RFC 9421 §2.5's signature base)."""
-        params = f'("@authority");created={created};expires={expires};keyid="{keyid or self.keyid}";alg="ed25519";tag="web-bot-auth"'
-        base = f'"@authority": {AUTHORITY}\n"@signature-params": {params}'
-        sig = base64.b64encode(self.key.sign(base.encode())).decode()
-        return {"signature-input": f"sig1={params}", "signature": f"sig1=:{sig}:"}
-
-
-class Directories:
-    """The key directories, served on 127.0.0.1 (stopped at teardown)."""
-
-    def __init__(self, bodies: dict[str, bytes]) -> None:
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802 (http.server's name)
-                body = bodies.get(self.path)
-                self.send_response(200 if body is not None else 404)
-                self.send_header("content-type", "application/http-message-signatures-directory+json")
-                self.send_header("content-length", str(len(body or b"")))
-                self.end_headers()
-                self.wfile.write(body or b"")
-
-            def log_message(self, *args) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.port = self.server.server_address[1]
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
 
 
 @pytest.fixture(scope="module")
@@ -92,7 +36,7 @@ def crawler() -> Signer:
 
 @pytest.fixture(scope="module")
 def directories(crawler):
-    d = Directories({"/crawler.json": crawler.jwks(), "/broken.json": BROKEN})
+    d = DirectoryServer({"/crawler.json": crawler.jwks(), "/broken.json": BROKEN})
     yield d
     d.close()
 
@@ -141,10 +85,10 @@ def test_signed_requests_verified_refused_by_reason_never_5xx(kind, action, craw
     now = int(time.time())
     forger = Signer()
     cases = [
-        ("verified", crawler.headers(now - 5, now + 55)),
-        ("bad_signature", forger.headers(now - 5, now + 55, keyid=crawler.keyid)),
-        ("expired", crawler.headers(now - 600, now - 300)),
-        ("unknown_key", forger.headers(now - 5, now + 55)),
+        ("verified", crawler.headers(AUTHORITY, now - 5, now + 55)),
+        ("bad_signature", forger.headers(AUTHORITY, now - 5, now + 55, keyid=crawler.keyid)),
+        ("expired", crawler.headers(AUTHORITY, now - 600, now - 300)),
+        ("unknown_key", forger.headers(AUTHORITY, now - 5, now + 55)),
         ("too_large", {"signature-input": 'sig1=("@authority");tag="' + "a" * 10_000 + '"', "signature": "sig1=:AAAA:"}),
         ("malformed", {"signature-input": 'sig1=("@authority"', "signature": "sig1=:AAAA:"}),
         ("unsigned", {}),
@@ -179,9 +123,9 @@ def test_native_no_allocation_with_signed_requests(with_module, crawler, directo
     def round_(n: int) -> None:
         now = int(time.time())
         variants = [
-            crawler.headers(now - 5, now + 55),
-            forger.headers(now - 5, now + 55, keyid=crawler.keyid),
-            crawler.headers(now - 600, now - 300),
+            crawler.headers(AUTHORITY, now - 5, now + 55),
+            forger.headers(AUTHORITY, now - 5, now + 55, keyid=crawler.keyid),
+            crawler.headers(AUTHORITY, now - 600, now - 300),
             {"signature-input": 'sig1=("@authority");tag="' + "a" * 10_000 + '"', "signature": "sig1=:AAAA:"},
             {},
         ]
