@@ -43,14 +43,18 @@ def directories(crawler):
 
 def bots_envoy(kind: str, action: str, upstream_port: int, directories_port: int) -> dict:
     """A model that blocks everything (`bot` at threshold 0), and `verified_bots` trusting the
-    crawler's directory (and a broken one) on the cluster `bots`."""
+    crawler's directory and a broken one on the cluster `bots`, and one on a cluster without a
+    host (Envoy answers that callout inside the call that sends it)."""
     plugin = render_envoy.plugin_config("enforce", policies(bot=0.0), sample_rate=1.0, text=False)
     plugin["verified_bots"] = {
-        "directories": [{"name": "crawler", "cluster": "bots", "path": "/crawler.json"}, {"name": "broken", "cluster": "bots", "path": "/broken.json"}],
+        "directories": [{"name": "crawler", "cluster": "bots", "path": "/crawler.json"}, {"name": "broken", "cluster": "bots", "path": "/broken.json"},
+                        {"name": "nohost", "cluster": "empty"}],
         "action": action,
     }
     cfg = envoy_config(upstream_port, plugin)
     render_envoy.add_static_cluster(cfg, "bots", "127.0.0.1", directories_port)
+    cfg["static_resources"]["clusters"].append({"name": "empty", "type": "STATIC", "connect_timeout": "1s",
+                                                "load_assignment": {"cluster_name": "empty", "endpoints": []}})
     if kind == "native":
         return render_envoy.to_native(cfg)
     render_envoy.add_service_vm(cfg, plugin)
@@ -107,6 +111,7 @@ def test_signed_requests_verified_refused_by_reason_never_5xx(kind, action, craw
     for reason in ("bad_signature", "expired", "unknown_key", "too_large", "malformed"):
         assert running.metric(f'edgescore_verified_bots_refused{{reason="{reason}"}}') == 1, reason
     assert running.metric('edgescore_verified_bots_directory_refused{reason="not_jwks"}') >= 1
+    assert running.metric('edgescore_verified_bots_directory_refused{reason="unreachable"}') >= 1
     assert running.metric("edgescore_verified_bots_directories_accepted") >= 1
     assert running.metric("edgescore_errors") == 0
 

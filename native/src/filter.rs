@@ -85,9 +85,7 @@ impl Filter {
     /// The main thread's tick: the workers' counts to Envoy, replaced scorers freed, the
     /// registry polled and the key directories fetched when due.
     pub fn on_tick(&self) {
-        if let Some(d) = self.directories.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
-            d.tick(self);
-        }
+        self.fetch_directories();
         let start = std::time::Instant::now();
         self.workers.tick(&self.metrics, &self.envoy);
         #[cfg(feature = "count-allocations")]
@@ -96,6 +94,22 @@ impl Filter {
         if let Some(p) = poller.as_mut() {
             p.tick(self);
             self.envoy.record(self.metrics.tick_us, start.elapsed().as_micros() as u64);
+        }
+    }
+
+    /// Sends the directory requests that are due, with no lock held while each is sent (Envoy may
+    /// answer inside the send, into `on_callout`).
+    fn fetch_directories(&self) {
+        let lock = || self.directories.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(calls) = lock().as_mut().map(Directories::begin) else { return };
+        for call in &calls {
+            let sent = self.envoy.get(&call.cluster, &call.path, &call.authority, call.timeout_ms);
+            if let Some(d) = lock().as_mut() {
+                d.sent(self, call, sent);
+            }
+        }
+        if let Some(d) = lock().as_mut() {
+            d.end();
         }
     }
 

@@ -9,7 +9,8 @@ use crate::config::verified_bots::{DirectoryConfig, VerifiedBotsConfig};
 /// Why a directory's answer was not taken (its last good keys stay).
 #[derive(thiserror::Error, Debug, Clone, PartialEq, Eq)]
 pub enum DirectoryRefusal {
-    #[error("unreachable: {0}")]
+    /// The call failed or answered other than 200: why.
+    #[error("{0}")]
     Unreachable(String),
     #[error("larger than max_bytes ({max})")]
     TooLarge { max: usize },
