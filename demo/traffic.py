@@ -132,6 +132,14 @@ def chat(name: str, kind: str, body: bytes, content_type: str = "application/jso
     return Request(name, kind, "POST", path, headers, body=body)
 
 
+def crawler_request(name: str, signature: dict[str, str]) -> Request:
+    """A crawler's request, with the `signature-input` and `signature` headers given (none:
+    unsigned; harness.web_bot_auth signs them): what demo/run.py's verified-bot step sends."""
+    headers = [("host", None), ("user-agent", "ExampleBot/1.0 (+https://bot.example.com/)"), ("accept", "*/*"),
+               *signature.items()]
+    return Request(f"crawler {name}", "crawler", "GET", "/products/42", headers)
+
+
 def chat_requests() -> list[Request]:
     """Chat-like POSTs for the text path (the NLP service): `kind` is what the text is."""
     def msg(text: str) -> bytes:

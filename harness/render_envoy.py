@@ -429,7 +429,7 @@ stats_config:
   - tag_name: label
     regex: '^wasmcustom\\.edgescore\\.text\\.(?:label|verdict)(\\.([^.]+))$'
   - tag_name: reason
-    regex: '^wasmcustom\\.edgescore\\.registry\\.refused(\\.([^.]+))$'
+    regex: '^wasmcustom\\.edgescore\\.(?:registry\\.refused|verified_bots\\.(?:refused|directory_refused))(\\.([^.]+))$'
   - tag_name: feature
     regex: '^wasmcustom\\.edgescore\\.drift\\.(?:bin|reference_ppm)\\.[^.]+(\\.([^.]+))\\.(?:\\d+|missing)$'
   - tag_name: bin
@@ -697,15 +697,26 @@ def registry_section(public_keys: list[dict[str, Any]], **overrides: Any) -> dic
 
 def add_registry(cfg: dict[str, Any], plugin: dict[str, Any], address: str, port: int) -> None:
     """Adds the cluster `registry` (a static HTTP server at address:port) and the singleton
-    service VM that polls it: `envoy.bootstrap.wasm` with the filter's own vm_id and .wasm
-    (so both see the same shared data), `root_id` REGISTRY_ROOT_ID and the same plugin JSON."""
+    service VM that polls it (`add_service_vm`)."""
+    add_static_cluster(cfg, "registry", address, port)
+    add_service_vm(cfg, plugin)
+
+
+def add_static_cluster(cfg: dict[str, Any], name: str, address: str, port: int) -> None:
+    """Adds the cluster `name`: one HTTP server at address:port."""
     cfg["static_resources"]["clusters"].append({
-        "name": "registry",
+        "name": name,
         "type": "STATIC",
         "connect_timeout": "1s",
-        "load_assignment": {"cluster_name": "registry", "endpoints": [{"lb_endpoints": [
+        "load_assignment": {"cluster_name": name, "endpoints": [{"lb_endpoints": [
             {"endpoint": {"address": {"socket_address": {"address": address, "port_value": port}}}}]}]},
     })
+
+
+def add_service_vm(cfg: dict[str, Any], plugin: dict[str, Any]) -> None:
+    """Adds the singleton service VM that polls the registry and fetches the verified bots' key
+    directories: `envoy.bootstrap.wasm` with the filter's own vm_id and .wasm (so both see the
+    same shared data), `root_id` REGISTRY_ROOT_ID and the same plugin JSON."""
     vm = json.loads(json.dumps(wasm_filter(cfg)["vm_config"]))
     cfg.setdefault("bootstrap_extensions", []).append({
         "name": "envoy.bootstrap.wasm",

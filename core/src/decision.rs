@@ -8,7 +8,7 @@
 //! body and the verdict) and keeps its own buffers.
 
 use crate::action::{ActionKind, DEFAULT_BLOCK_BODY, DEFAULT_BLOCK_STATUS};
-use crate::config::{HeaderNames, MetricsConfig, Mode, OnError, PluginConfig, TextConfig};
+use crate::config::{BotAction, HeaderNames, MetricsConfig, Mode, OnError, PluginConfig, TextConfig};
 use crate::request::HeaderMap;
 use crate::config::text::{BodyKind, Combine};
 use crate::text::TextVerdict;
@@ -23,6 +23,9 @@ pub const STATE_FEATURES: &[u8] = b"edgescore.features";
 pub const STATE_TEXT: &[u8] = b"edgescore.text";
 /// The request's reasons (`config::ExplainConfig`), when it has any.
 pub const STATE_REASONS: &[u8] = b"edgescore.reasons";
+
+/// How the decision names a verified agent: `allow;verified_bot=crawler`.
+const BOT_KEY: &[u8] = b";verified_bot=";
 
 /// The decision of a request that could not be read or scored.
 pub const ERROR_DECISION: &[u8] = b"error";
@@ -183,6 +186,10 @@ pub struct Decision {
     metrics: MetricsConfig,
     text: Option<TextConfig>,
     policies: Vec<ModelPolicy>,
+    /// What a verified agent gets (`verified_bots.action`); `None` without the section.
+    bots: Option<BotAction>,
+    /// The last request's verified agent (empty: none), named in the decision.
+    agent: Vec<u8>,
     bands: Vec<ActionKind>,
     permille: Vec<Option<u64>>,
     scores_header: Vec<u8>,
@@ -199,7 +206,8 @@ pub struct Decision {
 impl Decision {
     pub fn new(cfg: &PluginConfig, policies: Vec<ModelPolicy>) -> Decision {
         let n = policies.len();
-        let decision_room = 64 + policies.iter().map(|p| p.id.len()).max().unwrap_or(0);
+        let bot_room = cfg.verified_bots.as_ref().map_or(0, |v| BOT_KEY.len() + v.longest_name());
+        let decision_room = 64 + policies.iter().map(|p| p.id.len()).max().unwrap_or(0) + bot_room;
         // `;id~shadow=` and the longest `{:.4}` of an f32 (`-340282346638528859811704183484516925440.0000`).
         let header_room: usize = policies.iter().map(|p| p.id.len() + 56).sum();
         Decision {
@@ -212,6 +220,8 @@ impl Decision {
             bands: vec![ActionKind::Allow; n],
             permille: vec![None; n],
             policies,
+            bots: cfg.verified_bots.as_ref().map(|v| v.action),
+            agent: Vec::with_capacity(bot_room),
             scores_header: Vec::with_capacity(header_room),
             decision_header: Vec::with_capacity(decision_room),
             state_value: Vec::with_capacity(decision_room + 1 + header_room),
@@ -250,6 +260,23 @@ impl Decision {
             }
         }
         v
+    }
+
+    /// [`Decision::verdict`] for a request whose signature verified as `agent`'s (or did not:
+    /// `None`): the agent is named in the decision, and with `verified_bots.action` `allow`
+    /// the request is allowed whatever the models say. No allocation.
+    pub fn verdict_for(&mut self, scores: &[f32], sampled: bool, agent: Option<&str>) -> Verdict {
+        let v = self.verdict(scores, sampled);
+        self.agent.clear();
+        let Some(agent) = agent.filter(|_| self.bots.is_some()) else { return v };
+        // Room for the longest configured name was reserved; a longer one is not named.
+        if agent.len() <= self.agent.capacity() {
+            self.agent.extend_from_slice(agent.as_bytes());
+        }
+        match self.bots {
+            Some(BotAction::Allow) => Verdict { action: ActionKind::Allow, by: None, sampled },
+            _ => v,
+        }
     }
 
     /// The outcome of scoring `headers` (the request's parsed header map) to `scores`, with
@@ -406,7 +433,8 @@ impl Decision {
     }
 
     /// `scores_header`: `bot=0.9312;abuse=0.0204`; `decision_header`: `allow` |
-    /// `tag;model=bot@v1` | `block;model=bot@v1` (+ `;shadow` in shadow mode); the filter-state
+    /// `tag;model=bot@v1` | `block;model=bot@v1` (+ `;shadow` in shadow mode, then
+    /// `;verified_bot=<agent>` for a verified signature); the filter-state
     /// value: the decision header, a space, the scores header. Writing into a Vec with reserved
     /// room cannot fail or reallocate.
     fn write_values(&mut self, scores: &[f32], v: Verdict) {
@@ -433,6 +461,10 @@ impl Decision {
             if self.mode == Mode::Shadow && v.action == ActionKind::Block {
                 d.extend_from_slice(b";shadow");
             }
+        }
+        if !self.agent.is_empty() {
+            d.extend_from_slice(BOT_KEY);
+            d.extend_from_slice(&self.agent);
         }
         let st = &mut self.state_value;
         st.clear();

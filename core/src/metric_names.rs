@@ -140,3 +140,23 @@ pub mod registry {
         format!("edgescore.registry.{kind}.{name}")
     }
 }
+
+/// Verified bots (`crate::signatures`): the workers' signature checks and the poller's
+/// directory fetches.
+pub mod verified_bots {
+    /// Requests whose signature verified.
+    pub const VERIFIED: &str = "edgescore.verified_bots.verified";
+    /// Directory answers taken (keys changed or not).
+    pub const DIRECTORIES_ACCEPTED: &str = "edgescore.verified_bots.directories_accepted";
+    /// A gauge: the keys the workers verify with.
+    pub const KEYS: &str = "edgescore.verified_bots.keys";
+
+    /// Signed requests refused, by [`crate::signatures::Refusal::reason`].
+    pub fn refused(reason: &str) -> String {
+        format!("edgescore.verified_bots.refused.{reason}")
+    }
+    /// Directory answers refused, by [`crate::signatures::DirectoryRefusal::reason`].
+    pub fn directory_refused(reason: &str) -> String {
+        format!("edgescore.verified_bots.directory_refused.{reason}")
+    }
+}

@@ -2,6 +2,7 @@
 //! host's C array, read in place (bytes, never strings: header values may be any bytes), plus
 //! the few connection properties features need.
 
+use crate::signatures::{Refusal, Verified};
 use crate::velocity::Velocity;
 
 /// Why a header-map buffer from the host could not be read.
@@ -246,17 +247,20 @@ pub struct Request<'a> {
     /// The client's counts, this request included (`crate::velocity::Clients`), when a model
     /// reads them and the request has a client key.
     pub velocity: Option<Velocity>,
+    /// The request's HTTP message signature, when `verified_bots` is configured and the request
+    /// carries one (`crate::signatures::Bots::check`): the verified agent or why not.
+    pub signature: Option<Result<Verified<'a>, Refusal>>,
 }
 
 impl<'a> Request<'a> {
     pub fn new(headers: HeaderMap<'a>) -> Request<'a> {
-        Request { headers, protocol: None, tls_version: None, sni: None, source_address: None, velocity: None }
+        Request { headers, protocol: None, tls_version: None, sni: None, source_address: None, velocity: None, signature: None }
     }
 
     /// With the properties in [`Property::ALL`] order.
     pub fn with_properties(headers: HeaderMap<'a>, properties: [Option<&'a [u8]>; 4]) -> Request<'a> {
         let [protocol, tls_version, sni, source_address] = properties;
-        Request { headers, protocol, tls_version, sni, source_address, velocity: None }
+        Request { headers, protocol, tls_version, sni, source_address, velocity: None, signature: None }
     }
 }
 

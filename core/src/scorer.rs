@@ -194,6 +194,9 @@ impl Scorer {
         if let (None, Some(slot)) = (&cfg.velocity, schema.slots().iter().find(|s| crate::features::Feature::parse(&s.name).is_some_and(|f| f.is_velocity()))) {
             return Err(ConfigError::new("velocity", format!("required: a model reads `{}`, a client's count", slot.name)));
         }
+        if let (None, Some(slot)) = (&cfg.verified_bots, schema.slots().iter().find(|s| crate::features::Feature::parse(&s.name).is_some_and(|f| f.is_signature()))) {
+            return Err(ConfigError::new("verified_bots", format!("required: a model reads `{}`, a request's signature", slot.name)));
+        }
         let n_slots = schema.slots().len();
         let n_models = policies.len();
         let top_k = cfg.explain.top_k as usize;
@@ -284,7 +287,8 @@ impl Scorer {
             self.scores[i] = self.outputs[p.output];
         }
         self.drift.count(&self.shared, &self.scores);
-        let verdict = self.decision.verdict(&self.scores, self.sampler.sample());
+        let agent = req.signature.and_then(|s| s.ok()).map(|v| v.agent);
+        let verdict = self.decision.verdict_for(&self.scores, self.sampler.sample(), agent);
         self.reasons.items.clear();
         self.reasons.text.clear();
         // `||` in this order: a request that is not blocked draws from the sampler; with

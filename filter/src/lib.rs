@@ -2,8 +2,9 @@
 //! that knows Envoy. It reads from the host, calls the core, and applies the edits the core
 //! returns (`apply`). `root` picks each VM's role: `plugin` is the filter's root context
 //! (configuration, metric ids, model swaps from `updates`), `poller` the registry poller in
-//! the singleton service VM; `serving` is what a configuration's streams share and how they
-//! run, `stream` the per-request context; `host` and `heap` keep the request path free of
+//! the singleton service VM (and `directories`, the verified bots' key directories it
+//! fetches); `serving` is what a configuration's streams share and how they run, `stream` the
+//! per-request context; `host` and `heap` keep the request path free of
 //! allocations and panics.
 //!
 //! The crate is a `cdylib` for `wasm32-wasip1`; natively it compiles to nothing, so that
@@ -13,6 +14,7 @@
 mod apply;
 #[cfg(feature = "bench-exports")]
 mod bench_exports;
+mod directories;
 mod heap;
 mod host;
 mod metrics;

@@ -18,6 +18,7 @@ use edgescore_core::decision::{DecisionCount, ModelPolicy};
 use edgescore_core::metric_names as names;
 use edgescore_core::metric_names::SCORE_BOUNDS;
 use edgescore_core::registry::REASONS;
+use edgescore_core::signatures::{BotCounts, DIRECTORY_REASONS, REASONS as SIGNATURE_REASONS};
 use edgescore_core::drift::BinInfo;
 use proxy_wasm::hostcalls::{define_metric, increment_metric, record_metric};
 use proxy_wasm::types::MetricType;
@@ -58,6 +59,9 @@ pub struct Metrics {
     pub errors: Count,
     pub feature_log_lines: Count,
     pub velocity_evictions: Count,
+    /// Signature checks (`verified_bots`): verified, then refused per reason.
+    verified: Count,
+    signature_refused: [Count; SIGNATURE_REASONS.len()],
     pub models: Vec<ModelMetrics>,
     pub text: TextMetrics,
     /// Per drift bin of the scorer (`edgescore_core::drift::Tally::bins`), its counter.
@@ -127,6 +131,24 @@ impl PollerMetrics {
             refused: REASONS.iter().map(|r| counter(&names::registry::refused(r))).collect(),
             seconds_since_good_poll: gauge(names::registry::SECONDS_SINCE_GOOD_POLL),
             manifest_sequence: gauge(names::registry::MANIFEST_SEQUENCE),
+        }
+    }
+}
+
+/// The poller's side of verified bots: the directories' answers and the keys handed over.
+pub struct DirectoryMetrics {
+    pub accepted: u32,
+    /// Per [`DIRECTORY_REASONS`] entry.
+    pub refused: Vec<u32>,
+    pub keys: u32,
+}
+
+impl DirectoryMetrics {
+    pub fn define() -> DirectoryMetrics {
+        DirectoryMetrics {
+            accepted: counter(names::verified_bots::DIRECTORIES_ACCEPTED),
+            refused: DIRECTORY_REASONS.iter().map(|r| counter(&names::verified_bots::directory_refused(r))).collect(),
+            keys: gauge(names::verified_bots::KEYS),
         }
     }
 }
@@ -225,8 +247,10 @@ impl Drop for Tally {
 
 impl Metrics {
     /// Per-model metrics turned off in `metrics` are not defined.
-    pub fn define(models: &[ModelPolicy], per_model: MetricsConfig, text_labels: &[&str], drift: &[BinInfo]) -> Metrics {
+    pub fn define(models: &[ModelPolicy], per_model: MetricsConfig, text_labels: &[&str], drift: &[BinInfo], bots: bool) -> Metrics {
         let mut t = Tally::new();
+        let verified = if bots { t.counter(names::verified_bots::VERIFIED) } else { Count::OFF };
+        let signature_refused = SIGNATURE_REASONS.map(|r| if bots { t.counter(&names::verified_bots::refused(r)) } else { Count::OFF });
         let mut drift_references = Vec::with_capacity(drift.len());
         let drift = drift
             .iter()
@@ -254,6 +278,8 @@ impl Metrics {
             errors: t.counter(names::ERRORS),
             feature_log_lines: t.counter(names::FEATURE_LOG_LINES),
             velocity_evictions: t.counter(names::VELOCITY_EVICTIONS),
+            verified,
+            signature_refused,
             models,
             text: TextMetrics {
                 calls: t.counter(names::text::CALLS),
@@ -290,6 +316,14 @@ impl Metrics {
                 t.add(c, n);
             }
         });
+    }
+
+    /// Moves a worker's signature counts into the tally.
+    pub fn take_bots(&mut self, counts: BotCounts) {
+        self.tally.add(self.verified, counts.verified);
+        for (&c, n) in self.signature_refused.iter().zip(counts.refused) {
+            self.tally.add(c, n);
+        }
     }
 
     /// Counts one unit of `c`.

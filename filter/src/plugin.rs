@@ -2,8 +2,9 @@
 //! [`Scorer`] over the bootstrap models and hands it to every stream. On its tick it flushes
 //! the streams' metrics to Envoy (`metrics`) and, with a `registry`, picks up models the
 //! poller published (`updates`, on a jittered period) and swaps the scorer between two
-//! requests. A refused configuration leaves the previous scorer
-//! serving (Envoy also keeps the previous configuration when `on_configure` returns false).
+//! requests; with `verified_bots`, it takes the keys the poller published (`read_directory`).
+//! A refused configuration leaves the previous scorer serving (Envoy also keeps the previous
+//! configuration when `on_configure` returns false).
 
 use crate::host::now_ns;
 use crate::metrics::{self, UpdateMetrics};
@@ -16,6 +17,7 @@ use edgescore_core::handoff::{Record, RecordModel};
 use edgescore_core::metric_names as names;
 use edgescore_core::registry::ModelMode;
 use edgescore_core::scorer::{RegistryModel, Scorer, Served};
+use edgescore_core::signatures::{Bots, Directory, DIRECTORY_KEY};
 use edgescore_core::velocity::Clients;
 use proxy_wasm::hostcalls;
 use proxy_wasm::traits::{Context, HttpContext, RootContext};
@@ -39,6 +41,8 @@ pub struct Plugin {
     /// The registry check's period, when ticks come more often (for metric flushes) than it.
     check_every_ns: Option<u64>,
     next_check_ns: u64,
+    /// The verified bots' keys last read from shared data (the poller's encoding).
+    directory_seen: Vec<u8>,
 }
 
 impl Context for Plugin {}
@@ -108,6 +112,9 @@ impl RootContext for Plugin {
         if let Ok(mut serving) = self.serving.try_borrow_mut() {
             if let Some(s) = serving.as_mut() {
                 s.flush();
+                if s.bots.is_some() {
+                    read_directory(&mut self.directory_seen, s);
+                }
             }
         }
         let (Some(cfg), Some(m)) = (&self.cfg, &self.update_metrics) else { return };
@@ -137,6 +144,25 @@ impl RootContext for Plugin {
     }
 }
 
+/// Takes the keys the poller published, when they changed since `seen` (a host call per tick;
+/// the decode allocates here, never on the request path).
+fn read_directory(seen: &mut Vec<u8>, serving: &mut Serving) {
+    let Ok((Some(bytes), _)) = hostcalls::get_shared_data(DIRECTORY_KEY) else { return };
+    // A serving without keys (a new configuration's first) reads them even if `seen` has them.
+    let empty = serving.bots.as_ref().is_some_and(|b| b.directory().keys().is_empty());
+    if bytes == *seen && !empty {
+        return;
+    }
+    match (Directory::decode(&bytes), serving.bots.as_mut()) {
+        (Some(d), Some(bots)) => {
+            log(LogLevel::Info, &format!("edgescore: verified bots: {} key(s) from the poller", d.keys().len()));
+            bots.set_directory(std::sync::Arc::new(d));
+        }
+        _ => log(LogLevel::Warn, "edgescore: verified bots: the poller's keys could not be read; the previous keys stay"),
+    }
+    *seen = bytes;
+}
+
 impl Plugin {
     /// Serves `scorer` from the next request on. The drift reference gauges of bins the new
     /// models no longer have go to 0, so that Prometheus' sums over a feature's bins hold only
@@ -144,7 +170,8 @@ impl Plugin {
     /// worker's clients pass to the new serving (`Clients::carry`).
     fn serve(&self, scorer: Scorer, cfg: &PluginConfig) {
         let carried = self.serving.borrow_mut().as_mut().and_then(|s| s.clients.take());
-        let new = Serving::new(scorer, Clients::carry(carried, cfg));
+        let bots = Bots::carry(self.serving.borrow().as_ref().and_then(|s| s.bots.as_ref()), cfg);
+        let new = Serving::new(scorer, Clients::carry(carried, cfg), bots);
         let old = self.serving.borrow_mut().replace(new);
         if let (Some(old), Ok(current)) = (old, self.serving.try_borrow()) {
             if let Some(current) = current.as_ref() {

@@ -8,7 +8,11 @@
 //!
 //! A refusal never hurts serving: the refused version is skipped, the previously accepted one
 //! keeps serving, a counter per reason increments and one log line says what and why.
+//!
+//! With `verified_bots`, the same VM fetches the key directories too (`directories`); a
+//! configuration may have either section or both.
 
+use crate::directories::Directories;
 use crate::host::now_ns;
 use crate::metrics::PollerMetrics;
 use edgescore_core::config::PluginConfig;
@@ -35,12 +39,18 @@ pub struct Poller {
     metrics: Option<PollerMetrics>,
     waiting: Option<Waiting>,
     publisher: Publisher,
+    directories: Option<Directories>,
     next_poll_ns: u64,
     last_good_ns: u64,
 }
 
 impl Context for Poller {
     fn on_http_call_response(&mut self, token: u32, num_headers: usize, body_size: usize, _num_trailers: usize) {
+        if let Some(d) = self.directories.as_mut() {
+            if d.answer(token, num_headers, body_size, now_ns() / 1_000_000_000) {
+                return;
+            }
+        }
         let status = if num_headers == 0 { None } else { hostcalls::get_map_value(MapType::HttpCallResponseHeaders, ":status").ok().flatten() };
         let body = if body_size > 0 { hostcalls::get_buffer(BufferType::HttpCallResponseBody, 0, body_size).ok().flatten() } else { None };
         let answer = match status {
@@ -71,13 +81,16 @@ impl RootContext for Poller {
                 return false;
             }
         };
-        let (Some(reg), Some(poll)) = (&cfg.registry, Poll::new(&cfg)) else {
-            log(LogLevel::Error, "edgescore registry: configuration refused: registry: required for the registry service VM");
+        if cfg.registry.is_none() && cfg.verified_bots.is_none() {
+            log(LogLevel::Error, "edgescore registry: configuration refused: registry: required for the registry service VM (or verified_bots)");
             return false;
-        };
-        log(LogLevel::Info, &format!("edgescore registry: {}", reg.describe()));
-        self.metrics.get_or_insert_with(PollerMetrics::define);
-        self.poll = Some(poll);
+        }
+        if let Some(reg) = &cfg.registry {
+            log(LogLevel::Info, &format!("edgescore registry: {}", reg.describe()));
+            self.metrics.get_or_insert_with(PollerMetrics::define);
+        }
+        self.poll = Poll::new(&cfg);
+        self.directories = cfg.verified_bots.as_ref().map(Directories::new);
         self.cfg = Some(cfg);
         self.waiting = Some(Waiting::Nothing);
         // A 1 s tick: polls when due, and keeps the seconds-since-good-poll gauge current.
@@ -92,8 +105,11 @@ impl RootContext for Poller {
         if let Some(m) = &self.metrics {
             let _ = hostcalls::record_metric(m.seconds_since_good_poll, now.saturating_sub(self.last_good_ns) / 1_000_000_000);
         }
-        if self.waiting == Some(Waiting::Nothing) && now >= self.next_poll_ns {
+        if self.poll.is_some() && self.waiting == Some(Waiting::Nothing) && now >= self.next_poll_ns {
             self.start_poll(now);
+        }
+        if let Some(d) = self.directories.as_mut() {
+            d.tick(now / 1_000_000_000);
         }
     }
 }

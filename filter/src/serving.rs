@@ -15,6 +15,7 @@ use edgescore_core::conn_cache::ConnCache;
 use edgescore_core::decision::{Edits, Raised, TextHold};
 use edgescore_core::request::{HeaderMap, Property, Request};
 use edgescore_core::scorer::Scorer;
+use edgescore_core::signatures::Bots;
 use edgescore_core::text::{self, TextVerdict};
 use edgescore_core::velocity::Clients;
 use proxy_wasm::hostcalls;
@@ -48,13 +49,15 @@ pub struct Serving {
     conns: ConnCache,
     /// This worker's clients (`velocity`), handed from serving to serving by `Plugin::serve`.
     pub clients: Option<Clients>,
+    /// This worker's signature checks (`verified_bots`), with the keys the poller published.
+    pub bots: Option<Bots>,
 }
 
 impl Serving {
-    pub fn new(scorer: Scorer, clients: Option<Clients>) -> Serving {
+    pub fn new(scorer: Scorer, clients: Option<Clients>, bots: Option<Bots>) -> Serving {
         let labels: Vec<&str> = scorer.decision().text_config().iter().flat_map(|t| t.labels.keys().map(String::as_str)).collect();
-        let metrics = Metrics::define(scorer.models(), scorer.metrics_config(), &labels, scorer.drift().bins());
-        Serving { scorer, metrics, conns: ConnCache::new(CONN_SLOTS), clients }
+        let metrics = Metrics::define(scorer.models(), scorer.metrics_config(), &labels, scorer.drift().bins(), bots.is_some());
+        Serving { scorer, metrics, conns: ConnCache::new(CONN_SLOTS), clients, bots }
     }
 
     /// Hands every count (the drift counts the scorer kept included) to Envoy: the tick's work.
@@ -62,6 +65,9 @@ impl Serving {
         self.metrics.take_drift(self.scorer.drift_mut());
         if let Some(c) = self.clients.as_mut() {
             self.metrics.tally.add(self.metrics.velocity_evictions, c.take_evictions());
+        }
+        if let Some(b) = self.bots.as_mut() {
+            self.metrics.take_bots(b.take_counts());
         }
         self.metrics.tally.flush();
     }
@@ -111,6 +117,9 @@ impl Serving {
                 request.velocity = Some(v);
                 *client = needs.answers.then_some(c);
             }
+        }
+        if let Some(bots) = self.bots.as_mut() {
+            request.signature = bots.check(&request.headers, host::now_ns() / 1_000_000_000);
         }
         let outcome = match self.scorer.decide(&request, end_of_stream) {
             Ok(o) => o,
@@ -306,6 +315,9 @@ impl Serving {
 impl Drop for Serving {
     fn drop(&mut self) {
         self.metrics.take_drift(self.scorer.drift_mut());
+        if let Some(b) = self.bots.as_mut() {
+            self.metrics.take_bots(b.take_counts());
+        }
     }
 }
 

@@ -1,14 +1,16 @@
 //! One filter configuration (`on_http_filter_config_new`, main thread): the plugin JSON parsed
-//! by the core, its metrics defined, a scorer per worker, and — with a `registry` — a member of
-//! the group of configurations that share the registry poller (`poll_group`). Every worker's
-//! streams share it, so everything in it is `Sync`: the per-worker state sits behind each
-//! worker's own lock (`workers`).
+//! by the core, its metrics defined, a scorer per worker, with a `registry` a member of the
+//! group of configurations that share the registry poller (`poll_group`), and with
+//! `verified_bots` the key directories' fetches (`directories`). Every worker's streams share it,
+//! so everything in it is `Sync`: the per-worker state sits behind each worker's own lock
+//! (`workers`), the directories' behind the main thread's.
 //!
 //! Envoy gives a filter configuration no timer: a module thread ([`Ticker`]) commits a
 //! scheduler event every tick, and the main thread, in `on_http_filter_config_scheduled`,
 //! flushes the workers' counts and drives the registry poll with Envoy's own HTTP callouts.
 
 use crate::abi::{LOG_ERROR, LOG_INFO};
+use crate::directories::Directories;
 use crate::envoy::{self, EnvoyConfig, Scheduler};
 use crate::metrics::Defined;
 use crate::poll_group;
@@ -27,6 +29,7 @@ pub struct Filter {
     pub metrics: Defined,
     pub workers: Workers,
     pub seed: u64,
+    directories: Mutex<Option<Directories>>,
     /// Held for its drop: stops the thread, then deletes the scheduler.
     _ticker: Ticker,
 }
@@ -48,10 +51,11 @@ impl Filter {
         let slots = first.slots().len();
         let mut first = Some(first);
         let workers = Workers::new(envoy::concurrency() as usize, &cfg, &metrics, || first.take().or_else(|| Scorer::build(&cfg, seed, bootstrap.clone()).ok()));
-        let tick_ms = match &cfg.registry {
-            // Polls are due every poll_seconds; the tick also flushes the workers' counts.
-            Some(_) => cfg.metrics.flush_ms.min(1000),
-            None => cfg.metrics.flush_ms,
+        let directories = cfg.verified_bots.as_ref().map(Directories::new);
+        let tick_ms = match cfg.registry.is_some() || cfg.verified_bots.is_some() {
+            // Polls and fetches are due in whole seconds; the tick also flushes the workers' counts.
+            true => cfg.metrics.flush_ms.min(1000),
+            false => cfg.metrics.flush_ms,
         };
         let from_registry = match &cfg.registry {
             Some(r) => format!("; from the registry (cluster `{}`): {}", r.cluster, names.join(", ")),
@@ -74,17 +78,18 @@ impl Filter {
         // The ticker holds only the scheduler: the filter's lifetime stays Envoy's. Its first
         // event comes a period after start, once this configuration is Envoy's.
         let _ticker = Ticker::start(envoy.scheduler(), Duration::from_millis(tick_ms as u64));
-        let filter = Arc::new(Filter { envoy, cfg, bootstrap, metrics, workers, seed, _ticker });
+        let filter = Arc::new(Filter { envoy, cfg, bootstrap, metrics, workers, seed, directories: Mutex::new(directories), _ticker });
         if filter.cfg.registry.is_some() {
             poll_group::join(&filter, json);
         }
         Ok(filter)
     }
 
-    /// The main thread's tick: the workers' counts to Envoy, replaced scorers freed, the
-    /// registry polled when due (the group's leader's tick; timed into
-    /// `edgescore.registry.tick_us` with the update work an answer brings).
+    /// The main thread's tick: the workers' counts to Envoy, replaced scorers freed, the key
+    /// directories fetched and the registry polled when due (the group's leader's tick; timed
+    /// into `edgescore.registry.tick_us` with the update work an answer brings).
     pub fn on_tick(&self) {
+        self.fetch_directories();
         self.workers.tick(&self.metrics, &self.envoy);
         #[cfg(feature = "count-allocations")]
         self.envoy.set_gauge(self.metrics.allocations, crate::counting::edgescore_native_allocations());
@@ -93,8 +98,29 @@ impl Filter {
         }
     }
 
-    /// An answer to a registry request (main thread).
+    /// Sends the directory requests that are due, with no lock held while each is sent (Envoy may
+    /// answer inside the send, into `on_callout`).
+    fn fetch_directories(&self) {
+        let lock = || self.directories.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(calls) = lock().as_mut().map(Directories::begin) else { return };
+        for call in &calls {
+            let sent = self.envoy.get(&call.cluster, &call.path, &call.authority, call.timeout_ms);
+            if let Some(d) = lock().as_mut() {
+                d.sent(self, call, sent);
+            }
+        }
+        if let Some(d) = lock().as_mut() {
+            d.end();
+        }
+    }
+
+    /// An answer to a directory or registry request (main thread).
     pub fn on_callout(&self, id: u64, answer: Result<Vec<u8>, String>) {
+        if let Some(d) = self.directories.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
+            if d.answer(self, id, &answer) {
+                return;
+            }
+        }
         poll_group::answer(self, id, answer);
     }
 

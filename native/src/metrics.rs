@@ -13,6 +13,7 @@ use edgescore_core::decision::{DecisionCount, ModelPolicy};
 use edgescore_core::drift::Tally;
 use edgescore_core::metric_names::{self as names, SCORE_BOUNDS};
 use edgescore_core::registry::REASONS;
+use edgescore_core::signatures::{BotCounts, DIRECTORY_REASONS, REASONS as SIGNATURE_REASONS};
 
 /// A counter's index in [`Defined::counters`] (and in every [`Pending`]); 0 is "not defined".
 #[derive(Clone, Copy, Default)]
@@ -65,6 +66,14 @@ pub struct Defined {
     pub manifests_accepted: Count,
     pub models_accepted: Count,
     pub refused: Vec<Count>,
+    /// Signature checks (`verified_bots`): verified, then refused per reason.
+    pub verified: Count,
+    pub signature_refused: [Count; SIGNATURE_REASONS.len()],
+    /// The directories' answers: taken, then refused per [`DIRECTORY_REASONS`] entry.
+    pub directories_accepted: Count,
+    pub directory_refused: Vec<Count>,
+    /// A gauge: the keys the workers verify with.
+    pub directory_keys: Option<usize>,
     pub models: Vec<ModelCounts>,
     pub text: TextCounts,
     /// Gauges: Envoy ids.
@@ -126,6 +135,12 @@ impl Defined {
         let manifests_accepted = reg(&mut counter, names::registry::MANIFESTS_ACCEPTED);
         let models_accepted = reg(&mut counter, names::registry::MODELS_ACCEPTED);
         let refused = REASONS.iter().map(|r| reg(&mut counter, &names::registry::refused(r))).collect();
+        let bots = cfg.verified_bots.is_some();
+        let bot = |c: &mut dyn FnMut(&str) -> Count, name: &str| if bots { c(name) } else { Count(0) };
+        let verified = bot(&mut counter, names::verified_bots::VERIFIED);
+        let signature_refused = SIGNATURE_REASONS.map(|r| bot(&mut counter, &names::verified_bots::refused(r)));
+        let directories_accepted = bot(&mut counter, names::verified_bots::DIRECTORIES_ACCEPTED);
+        let directory_refused = DIRECTORY_REASONS.iter().map(|r| bot(&mut counter, &names::verified_bots::directory_refused(r))).collect();
         let labels: Vec<&String> = cfg.text.iter().flat_map(|t| t.labels.keys()).collect();
         let text = TextCounts {
             calls: counter(names::text::CALLS),
@@ -153,6 +168,11 @@ impl Defined {
             manifests_accepted,
             models_accepted,
             refused,
+            verified,
+            signature_refused,
+            directories_accepted,
+            directory_refused,
+            directory_keys: if bots { envoy.define_gauge(names::verified_bots::KEYS) } else { None },
             models,
             text,
             seconds_since_good_poll: gauge(names::registry::SECONDS_SINCE_GOOD_POLL),
@@ -281,6 +301,14 @@ impl Pending {
         match self.verdicts.iter_mut().find(|(l, _)| l == label) {
             Some((_, n)) => *n += 1,
             None => self.verdicts.push((label.to_string(), 1)),
+        }
+    }
+
+    /// A worker's signature counts.
+    pub fn bots(&mut self, d: &Defined, counts: BotCounts) {
+        self.add(d.verified, counts.verified);
+        for (&c, n) in d.signature_refused.iter().zip(counts.refused) {
+            self.add(c, n);
         }
     }
 

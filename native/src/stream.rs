@@ -25,7 +25,7 @@ const MAX_REPLY_HEADERS: usize = 16;
 pub fn request_headers(f: &Filter, s: Stream, end_of_stream: bool) -> u32 {
     let mut guard = f.workers.lock(s.worker_index());
     guard.take_next();
-    let Slot { current, pending, headers, text, clients, .. } = &mut *guard;
+    let Slot { current, pending, headers, text, clients, bots, .. } = &mut *guard;
     let Some(worker) = current.as_mut() else { return HEADERS_CONTINUE };
     if !worker.scorer.models().iter().any(|p| !p.shadow) || !s.request_headers(headers) {
         // No active model yet (registry models not delivered, no bootstrap artifact), or a
@@ -45,6 +45,9 @@ pub fn request_headers(f: &Filter, s: Stream, end_of_stream: bool) -> u32 {
         if let Some((_, v)) = c.request(&request, now_s()) {
             request.velocity = Some(v);
         }
+    }
+    if let Some(b) = bots.as_mut() {
+        request.signature = b.check(&request.headers, now_s() as u64);
     }
     let outcome = match worker.scorer.decide(&request, end_of_stream) {
         Ok(o) => o,

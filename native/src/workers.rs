@@ -13,6 +13,8 @@
 
 use crate::metrics::{Defined, ModelCounts, Pending};
 use edgescore_core::scorer::Scorer;
+use edgescore_core::signatures::{Bots, Directory};
+use std::sync::Arc;
 use edgescore_core::velocity::Clients;
 use std::ops::{Deref, DerefMut};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -52,6 +54,9 @@ pub struct Slot {
     pub text: Vec<crate::text::TextStream>,
     /// This worker's clients (`velocity`): outside the scorers, so a swap keeps their counts.
     pub clients: Option<Clients>,
+    /// This worker's signature checks (`verified_bots`): outside the scorers, so a swap keeps
+    /// the keys.
+    pub bots: Option<Bots>,
     /// A verdict Envoy delivered inside the callout call itself (see `text::call`): whether it
     /// answered the request locally.
     pub inline_verdict: Option<bool>,
@@ -124,6 +129,7 @@ impl Workers {
                     headers: Vec::with_capacity(64),
                     text: Vec::new(),
                     clients: Clients::carry(None, cfg),
+                    bots: Bots::new(cfg),
                     inline_verdict: None,
                 }),
             })
@@ -165,6 +171,15 @@ impl Workers {
         }
     }
 
+    /// The verified bots' keys for every worker, from its next request on (main thread).
+    pub fn set_directory(&self, directory: &Arc<Directory>) {
+        for i in 0..self.slots.len() {
+            if let Some(b) = self.lock(i).bots.as_mut() {
+                b.set_directory(directory.clone());
+            }
+        }
+    }
+
     /// Hands every worker's counts (its scorers' drift counts included) to Envoy and frees
     /// replaced scorers (main thread).
     pub fn tick(&self, metrics: &Defined, envoy: &crate::envoy::EnvoyConfig) {
@@ -174,6 +189,9 @@ impl Workers {
                 let slot = &mut *guard;
                 if let Some(c) = slot.clients.as_mut() {
                     slot.pending.add(metrics.velocity_evictions, c.take_evictions());
+                }
+                if let Some(b) = slot.bots.as_mut() {
+                    slot.pending.bots(metrics, b.take_counts());
                 }
                 metrics.flush(envoy, &mut slot.pending);
                 // A replaced scorer's last counts too, before it is freed.

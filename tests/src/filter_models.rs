@@ -58,6 +58,36 @@ pub fn tls_config() -> String {
     format!(r#"{{"mode":"shadow","hash_key":"test-key-0123456789","feature_log":{{"sample_rate":1}},"models":[{{"artifact":"{tls}","threshold":0.5,"action":"block"}}]}}"#)
 }
 
+/// `step_model` on `header_count` (blocks below 4 headers), with `verified_bot` and
+/// `verified_bot_agent` declared and split on (zero leaves), so the filter computes them.
+pub fn bots_model(name: &str) -> ModelIr {
+    let mut ir = step_model(name, "header_count", 4.0, 4.0);
+    for (feature, kind) in [("verified_bot", FeatureKind::Numeric), ("verified_bot_agent", FeatureKind::Categorical { buckets: 64 })] {
+        ir.features.push(FeatureDef { name: feature.into(), kind });
+        let feature = ir.features.len() as u32 - 1;
+        ir.trees.push(Tree {
+            output: 0,
+            nodes: vec![
+                Node::Split { feature, test: Test::Lt(0.5), missing_yes: true, yes: 1, no: 2 },
+                Node::Leaf { value: 0.0 },
+                Node::Leaf { value: 0.0 },
+            ],
+        });
+    }
+    ir
+}
+
+/// One `bots_model` blocking in enforce mode, every request's features logged, its decision in
+/// its own header and filter state; `verified_bots` trusting the directory `crawler` on the
+/// cluster `bots`, with `action`.
+pub fn bots_config(action: &str) -> String {
+    let bot = base64(&artifact(&bots_model("bot")));
+    format!(
+        r#"{{"mode":"enforce","hash_key":"test-key-0123456789","feature_log":{{"sample_rate":1}}{ALL_WRITES},"models":[{{"artifact":"{bot}","threshold":0.5,"action":"block"}}],
+            "verified_bots":{{"directories":[{{"name":"crawler","cluster":"bots","path":"/keys.json"}}],"action":"{action}","refresh_seconds":60,"max_bytes":4096}}}}"#
+    )
+}
+
 pub fn artifact(ir: &ModelIr) -> Vec<u8> {
     edgescore_compile::write::write(ir).expect("test model compiles")
 }

@@ -1,6 +1,7 @@
 //! What the integration tests (`tests/tests/`) share: building models by hand (`ir_build`),
 //! random models and rows (`random_ir`), category-set models (`category_sets`), byte edits of
-//! artifacts (`artifact_edit`), the filter's test models (`filter_models`), and here the
+//! artifacts (`artifact_edit`), the filter's test models (`filter_models`), signed requests
+//! (`signed`), and here the
 //! fixtures: `tests/models/<name>/` holds a model file written by the real training library,
 //! the rows it was asked about (`rows.csv`) and its own answers (`expected.csv`,
 //! `expected_raw.csv`), all produced by the generators in `tests/fixtures/`.
@@ -10,6 +11,7 @@ pub mod category_sets;
 pub mod filter_models;
 pub mod ir_build;
 pub mod random_ir;
+pub mod signed;
 
 use anyhow::{Context, Result};
 use edgescore_compile::readers::Format;

@@ -200,3 +200,46 @@ fn no_heap_allocation_with_velocity() {
     vm.tick().unwrap();
     assert!(vm.metric("edgescore.velocity.evictions").unwrap() > 0);
 }
+
+/// Signed requests (`verified_bots`): verified ones, forged, expired, unknown keys, hostile
+/// headers (a huge `signature-input`, a malformed one), among unsigned ones.
+#[test]
+fn no_heap_allocation_with_signed_requests() {
+    use edgescore_core::signatures::{Directory, DIRECTORY_KEY};
+    use edgescore_tests::{filter_models::bots_config, signed};
+    let now = 1_767_225_600u64;
+    let opts = edgescore_proxy_host::HostOptions { start_time_ns: now * 1_000_000_000, ..Default::default() };
+    let host = Host::with_options(filter_wasm().unwrap(), opts).unwrap();
+    let mut vm = host.vm(b"").unwrap();
+    assert!(vm.configure(bots_config("allow").as_bytes()).unwrap());
+    let crawler = signed::key(7);
+    let keyid = signed::keyid(&crawler);
+    let directory = Directory::from_jwks("crawler", signed::jwks(&crawler).as_bytes()).unwrap();
+    host.set_shared_data(DIRECTORY_KEY, directory.encode());
+    vm.tick().unwrap();
+    let big = "c=".to_string() + &"x".repeat(20_000);
+    let huge = format!("sig1=(\"@authority\");tag=\"{}\"", "a".repeat(10_000));
+    let forger = signed::key(9);
+    let variants: Vec<Vec<(String, String)>> = vec![
+        signed::headers(&crawler, &keyid, "shop.example.com", now - 5, now + 55).to_vec(),
+        signed::headers(&forger, &keyid, "shop.example.com", now - 5, now + 55).to_vec(),
+        signed::headers(&crawler, &keyid, "shop.example.com", now - 600, now - 300).to_vec(),
+        signed::headers(&forger, &signed::keyid(&forger), "shop.example.com", now - 5, now + 55).to_vec(),
+        vec![("signature-input".into(), huge), ("signature".into(), "sig1=:AAAA:".into())],
+        vec![("signature-input".into(), "sig1=(\"@authority".into()), ("signature".into(), "sig1=:AAAA:".into())],
+        Vec::new(),
+    ];
+    let mut verified = 0;
+    let mut run = |vm: &mut Vm, i: usize| {
+        let s = vm.stream();
+        let mut h = request(i, &big);
+        h.extend(variants[i % variants.len()].iter().cloned());
+        vm.request_headers(&s, h, true).unwrap();
+        verified += s.request_headers().get_str("x-edgescore-decision").is_some_and(|d| d.ends_with("verified_bot=crawler")) as usize;
+        vm.done(&s).unwrap();
+    };
+    assert_arena_only(&mut vm, 210, &mut run);
+    assert_eq!(verified, 250 / variants.len() + 1, "every request signed by the crawler, warm-up included");
+    vm.tick().unwrap();
+    assert!(vm.metric("edgescore.verified_bots.refused.bad_signature").unwrap() > 0);
+}

@@ -91,6 +91,7 @@ fn wasm_features_equal_native_features() {
             sni: prop("connection.requested_server_name"),
             source_address: prop("source.address"),
             velocity: None,
+            signature: None,
         };
         native.score(&req).unwrap();
         assert_eq!(String::from_utf8_lossy(&from_wasm), String::from_utf8_lossy(native.feature_log()), "request {i}");

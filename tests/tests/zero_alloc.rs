@@ -142,5 +142,41 @@ fn scoring_allocates_nothing() {
     dhat::assert_eq!(after_tls.total_blocks - before_tls.total_blocks, 0);
     dhat::assert_eq!(after_tls.total_bytes - before_tls.total_bytes, 0);
     assert_eq!(blocked, 200, "the requests without a well-formed fingerprint are blocked, Chrome's 15 ciphers pass");
+    // Signed requests (`verified_bots`, action allow): the worker's check, then the decision
+    // that names the agent; verified, expired, hostile and unsigned requests. Not a forged one
+    // here: ed25519-dalek boxes its verification error when its `std` feature is on, which the
+    // CLI turns on in this workspace build; the .wasm and the native module build it without
+    // (tests/tests/filter_alloc.rs and tests/test_native.py count forged signatures there).
+    use edgescore_tests::signed;
+    let cfg = edgescore_core::PluginConfig::parse(edgescore_tests::filter_models::bots_config("allow").as_bytes()).unwrap();
+    let mut scorer = edgescore_core::Scorer::new(&cfg, 1).unwrap();
+    let mut bots = edgescore_core::signatures::Bots::new(&cfg).unwrap();
+    let crawler = signed::key(7);
+    let keyid = signed::keyid(&crawler);
+    bots.set_directory(std::sync::Arc::new(edgescore_core::signatures::Directory::from_jwks("crawler", signed::jwks(&crawler).as_bytes()).unwrap()));
+    let now = 1_767_225_600;
+    let huge = format!("sig1=(\"@authority\");tag=\"{}\"", "a".repeat(10_000));
+    let signed_maps: Vec<Vec<u8>> = [
+        signed::headers(&crawler, &keyid, "a", now - 5, now + 55).to_vec(),
+        signed::headers(&crawler, &keyid, "a", now - 600, now - 300).to_vec(),
+        vec![("signature-input".to_string(), huge), ("signature".to_string(), "sig1=:AAAA:".to_string())],
+        Vec::new(),
+    ]
+    .into_iter()
+    .map(|extra| edgescore_core::HeaderMap::encode(&[vec![(":authority".to_string(), "a".to_string()), (":path".to_string(), "/".to_string())], extra].concat()))
+    .collect();
+    let maps: Vec<edgescore_core::HeaderMap> = signed_maps.iter().map(|m| edgescore_core::HeaderMap::parse(m).unwrap()).collect();
+    let mut allowed = 0;
+    let before_bots = dhat::HeapStats::get();
+    for i in 0..500 {
+        let mut req = edgescore_core::Request::new(maps[i % maps.len()]);
+        req.signature = bots.check(&req.headers, now);
+        let outcome = scorer.decide(&req, true).unwrap();
+        allowed += (outcome.verdict.action == edgescore_core::ActionKind::Allow) as usize;
+    }
+    let after_bots = dhat::HeapStats::get();
+    dhat::assert_eq!(after_bots.total_blocks - before_bots.total_blocks, 0);
+    dhat::assert_eq!(after_bots.total_bytes - before_bots.total_bytes, 0);
+    assert_eq!((allowed, bots.take_counts().verified), (125, 125), "the crawler's requests are allowed, the rest blocked");
     assert!(checksum.is_finite());
 }

@@ -10,6 +10,7 @@ pub mod registry;
 mod secret;
 pub mod text;
 pub mod velocity;
+pub mod verified_bots;
 
 pub use crate::action::{ActionKind, DEFAULT_BLOCK_BODY, DEFAULT_BLOCK_STATUS};
 pub use error::ConfigError;
@@ -17,6 +18,7 @@ pub use registry::RegistryConfig;
 pub use secret::SecretSource;
 pub use text::TextConfig;
 pub use velocity::{ClientKey, VelocityConfig};
+pub use verified_bots::{BotAction, VerifiedBotsConfig};
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -77,6 +79,10 @@ pub struct PluginConfig {
     /// Whose requests the per-client velocity features count (absent: models cannot read them).
     #[serde(default)]
     pub velocity: Option<VelocityConfig>,
+    /// Key directories for signed requests (HTTP message signatures) and what a verified
+    /// agent gets (absent: signatures are not read, models cannot read `verified_bot*`).
+    #[serde(default)]
+    pub verified_bots: Option<VerifiedBotsConfig>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -271,6 +277,9 @@ impl PluginConfig {
         }
         if let Some(v) = &self.velocity {
             v.check()?;
+        }
+        if let Some(b) = &self.verified_bots {
+            b.check()?;
         }
         if let Some(t) = &self.text {
             t.check()?;

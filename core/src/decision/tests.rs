@@ -275,3 +275,32 @@ fn fixed4_is_fmt() {
         assert_eq!(fixed4(x), format!("{x:.4}"), "{x:e} ({:#x})", x.to_bits());
     }
 }
+
+/// A verified agent is named in the decision; `allow` lets it through whatever the models
+/// say, `tag` leaves the models' decision as it is.
+#[test]
+fn verified_agent_allow_or_tag() {
+    let section = |action: &str| format!(r#","verified_bots":{{"directories":[{{"name":"crawler","cluster":"bots"}}],"action":"{action}"}}"#);
+    let headers = map(&[(":path", "/")]);
+    let headers = HeaderMap::parse(&headers).unwrap();
+    let scores = [0.95f32, 0.1];
+    for (action, agent, want) in [
+        ("tag", Some("crawler"), "block;model=bot@v1;verified_bot=crawler"),
+        ("allow", Some("crawler"), "allow;verified_bot=crawler"),
+        ("allow", None, "block;model=bot@v1"),
+    ] {
+        let mut d = decision(&section(action));
+        let v = d.verdict_for(&scores, false, agent);
+        let o = d.decide(&headers, &scores, v, b"", b"", true);
+        let got = edits(&o.edits);
+        assert_eq!(got[..2], ["add x-edgescore: bot=0.9500;abuse=0.1000".to_string(), format!("add x-edgescore-decision: {want}")], "{action} {agent:?}");
+        assert_eq!(o.edits.reply().is_some(), action == "tag" || agent.is_none(), "{action} {agent:?}");
+    }
+    // Without the section, an agent is not named.
+    let mut d = decision("");
+    let v = d.verdict_for(&scores, false, Some("crawler"));
+    assert!(!s(d.decide(&headers, &scores, v, b"", b"", true).edits.iter().find_map(|e| match e {
+        Edit::AddHeader(n, v) if n == b"x-edgescore-decision" => Some(v),
+        _ => None,
+    }).unwrap()).contains("verified_bot"));
+}

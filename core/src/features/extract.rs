@@ -214,6 +214,7 @@ impl FeaturePlan {
                 Feature::Client403Share60s => number(req.velocity.map(|v| v.share_403_60s)),
                 Feature::TlsJa4Ciphers => number(fingerprint.map(|j| j.ciphers as f32)),
                 Feature::TlsJa4Extensions => number(fingerprint.map(|j| j.extensions as f32)),
+                Feature::VerifiedBot => number(req.signature.map(|s| s.is_ok() as u8 as f32)),
                 Feature::Method => {
                     out.hash[i] = pass.method.map(|m| key.hash(m));
                     continue;
@@ -256,6 +257,10 @@ impl FeaturePlan {
                 }
                 Feature::TlsJa3 => {
                     out.hash[i] = ja3.map(|j| key.hash(j));
+                    continue;
+                }
+                Feature::VerifiedBotAgent => {
+                    out.hash[i] = req.signature.and_then(|s| s.ok()).map(|v| key.hash(v.agent.as_bytes()));
                     continue;
                 }
             };

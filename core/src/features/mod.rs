@@ -60,6 +60,8 @@ pub enum Feature {
     TlsJa4Extensions,
     TlsJa4Alpn,
     TlsJa3,
+    VerifiedBot,
+    VerifiedBotAgent,
 }
 
 /// `(name, kind, meaning)` for every entry, in documentation order. `docs/configuration.md`
@@ -101,6 +103,8 @@ pub const CATALOGUE: &[(&str, Kind, &str)] = &[
     ("tls_ja4_extensions", Kind::Numeric, "the JA4's extension count, GREASE excluded, capped at 99 (missing on plain HTTP)"),
     ("tls_ja4_alpn", Kind::Categorical, "the JA4's ALPN: first and last characters of the first value (`h2`, `h1`; `00` for none)"),
     ("tls_ja3", Kind::Categorical, "the connection's JA3 TLS client fingerprint (an MD5; missing on plain HTTP)"),
+    ("verified_bot", Kind::Numeric, "1 if the request's HTTP message signature verified against a trusted directory, 0 if it was refused (`verified_bots` section; missing when unsigned)"),
+    ("verified_bot_agent", Kind::Categorical, "the verified agent: the name of the directory whose key signed the request (missing unless verified)"),
 ];
 
 impl Feature {
@@ -155,6 +159,8 @@ impl Feature {
             "tls_ja4_extensions" => Feature::TlsJa4Extensions,
             "tls_ja4_alpn" => Feature::TlsJa4Alpn,
             "tls_ja3" => Feature::TlsJa3,
+            "verified_bot" => Feature::VerifiedBot,
+            "verified_bot_agent" => Feature::VerifiedBotAgent,
             _ => return None,
         })
     }
@@ -171,7 +177,8 @@ impl Feature {
             | Feature::TlsJa4
             | Feature::TlsJa4A
             | Feature::TlsJa4Alpn
-            | Feature::TlsJa3 => Kind::Categorical,
+            | Feature::TlsJa3
+            | Feature::VerifiedBotAgent => Kind::Categorical,
             _ => Kind::Numeric,
         }
     }
@@ -184,6 +191,11 @@ impl Feature {
     /// Whether the feature reads the connection's TLS fingerprints (`ja4`).
     pub fn is_fingerprint(&self) -> bool {
         matches!(self, Feature::TlsJa4 | Feature::TlsJa4A | Feature::TlsJa4Ciphers | Feature::TlsJa4Extensions | Feature::TlsJa4Alpn | Feature::TlsJa3)
+    }
+
+    /// Whether the feature reads the request's signature (`crate::signatures`).
+    pub fn is_signature(&self) -> bool {
+        matches!(self, Feature::VerifiedBot | Feature::VerifiedBotAgent)
     }
 
     /// The header a parameterised feature reads.

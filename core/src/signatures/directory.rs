@@ -102,6 +102,37 @@ impl Directory {
     pub fn keys(&self) -> &[DirectoryKey] {
         &self.keys
     }
+
+    /// Whether both hold the same keys for the same agents.
+    pub fn same_keys(&self, other: &Directory) -> bool {
+        self.keys.len() == other.keys.len() && self.keys.iter().zip(&other.keys).all(|(a, b)| a.keyid == b.keyid && a.agent == b.agent)
+    }
+
+    /// The keys as the poller hands them to the workers (the Wasm filter's shared data): per
+    /// key, the agent's length (one byte), the agent, the 32-byte public key.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.keys.len() * 64);
+        for k in &self.keys {
+            let agent = &k.agent.as_bytes()[..k.agent.len().min(255)];
+            out.push(agent.len() as u8);
+            out.extend_from_slice(agent);
+            out.extend_from_slice(k.key.as_bytes());
+        }
+        out
+    }
+
+    /// What [`Directory::encode`] wrote (`None` if these bytes are not that).
+    pub fn decode(mut bytes: &[u8]) -> Option<Directory> {
+        let mut keys = Vec::new();
+        while let Some((&n, rest)) = bytes.split_first() {
+            let agent = std::str::from_utf8(rest.get(..n as usize)?).ok()?;
+            let public: [u8; 32] = rest.get(n as usize..n as usize + 32)?.try_into().ok()?;
+            let key = VerifyingKey::from_bytes(&public).ok()?;
+            keys.push(DirectoryKey { keyid: thumbprint(&public), agent: agent.to_string(), key });
+            bytes = &rest[n as usize + 32..];
+        }
+        Some(Directory::from_keys(keys))
+    }
 }
 
 impl Keys for Directory {

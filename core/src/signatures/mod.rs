@@ -8,13 +8,17 @@
 //! [`Refusal`] with a stable metric label, never a panic and never a slow path.
 
 mod base;
+mod bots;
 pub mod directory;
+mod fetch;
 mod fields;
 #[cfg(test)]
 mod tests;
 
 pub use base::Bounded;
+pub use bots::{BotCounts, Bots};
 pub use directory::{Directory, DirectoryError, DirectoryKey};
+pub use fetch::{DirectoryFetch, DirectoryRefusal, DIRECTORY_REASONS};
 pub use fields::{Bare, SignatureInput, MAX_COMPONENTS, MAX_PARAMS};
 
 use crate::request::HeaderMap;
@@ -25,6 +29,9 @@ use ed25519_dalek::{Signature, VerifyingKey};
 pub const MAX_HEADER_BYTES: usize = 4096;
 /// Capacity of the signature base.
 pub const MAX_BASE_BYTES: usize = 8192;
+/// The Wasm filter's shared-data key under which the poller hands the keys to the workers
+/// ([`Directory::encode`]).
+pub const DIRECTORY_KEY: &str = "edgescore.verified_bots.directory";
 
 /// Why a signed request's signature was not accepted. The request is then scored as unsigned.
 #[derive(thiserror::Error, Debug, Clone, Copy, PartialEq, Eq)]

@@ -227,3 +227,48 @@ fn derived_components() {
     );
     assert_eq!(std::str::from_utf8(v.last_base()).unwrap(), expected);
 }
+
+fn bots(action: &str) -> Bots {
+    let json = format!(
+        r#"{{"hash_key":"0123456789abcdef","models":[{{"artifact":"","threshold":0.5}}],
+            "verified_bots":{{"directories":[{{"name":"example-crawler","cluster":"bots"}}],"action":"{action}"}}}}"#
+    );
+    Bots::new(&crate::config::PluginConfig::parse(json.as_bytes()).unwrap()).unwrap()
+}
+
+/// A worker's checks: unsigned requests are not counted, verified ones and each refusal are,
+/// by reason, and the counts are handed over once.
+#[test]
+fn bots_count_verified_and_refused_by_reason() {
+    let (key, dir) = crawler();
+    let keyid = dir.keys()[0].keyid.clone();
+    let mut b = bots("tag");
+    let valid = signed(&key, &crawler_params(&keyid, NOW, NOW + 60), &[]);
+    // No keys delivered yet: an unknown key.
+    assert_eq!(b.check(&HeaderMap::parse(&valid).unwrap(), NOW), Some(Err(Refusal::UnknownKey)));
+    b.set_directory(std::sync::Arc::new(dir.clone()));
+    let verified = b.check(&HeaderMap::parse(&valid).unwrap(), NOW).map(|r| r.map(|v| v.agent.to_string()));
+    assert_eq!(verified, Some(Ok("example-crawler".to_string())));
+    let plain = HeaderMap::encode(&[(":method", "GET"), (":authority", "a"), (":path", "/")]);
+    assert_eq!(b.check(&HeaderMap::parse(&plain).unwrap(), NOW), None);
+    let other = SigningKey::from_bytes(&[9; 32]);
+    let huge = format!("sig1=(\"@authority\");tag=\"{}\"", "a".repeat(MAX_HEADER_BYTES));
+    let huge = HeaderMap::encode(&[(":authority", "a"), ("signature-input", huge.as_str()), ("signature", "sig1=:AAAA:")]);
+    let malformed = HeaderMap::encode(&[(":authority", "a"), ("signature-input", "sig1=("), ("signature", "sig1=:AAAA:")]);
+    for (buf, reason) in [
+        (signed(&key, &crawler_params(&keyid, NOW - 600, NOW - 300), &[]), "expired"),
+        (signed(&other, &crawler_params(&keyid, NOW, NOW + 60), &[]), "bad_signature"),
+        (signed(&other, &crawler_params(&directory::thumbprint(other.verifying_key().as_bytes()), NOW, NOW + 60), &[]), "unknown_key"),
+        (huge, "too_large"),
+        (malformed, "malformed"),
+    ] {
+        let got = b.check(&HeaderMap::parse(&buf).unwrap(), NOW);
+        assert_eq!(got.and_then(|r| r.err()).map(|r| r.reason()), Some(reason));
+    }
+    let counts = b.take_counts();
+    assert_eq!(counts.verified, 1);
+    let by_reason: Vec<(&str, u64)> = REASONS.iter().zip(counts.refused).filter(|(_, n)| *n > 0).map(|(r, n)| (*r, n)).collect();
+    assert_eq!(by_reason, [("malformed", 1), ("too_large", 1), ("expired", 1), ("unknown_key", 2), ("bad_signature", 1)]);
+    assert_eq!(b.take_counts(), BotCounts::default());
+    assert_eq!(bots("allow").action(), crate::config::BotAction::Allow);
+}
