@@ -182,7 +182,7 @@ fn no_heap_allocation_with_velocity() {
     assert!(vm.configure(config.as_bytes()).unwrap());
     let big = "c=".to_string() + &"x".repeat(20_000);
     let mut blocked = 0;
-    let mut run = |vm: &mut Vm, i: usize| {
+    let run = |vm: &mut Vm, i: usize| {
         let s = vm.stream();
         s.set_property(&["source", "address"], format!("10.0.{}.1:{}", i % if i < 100 { 6 } else { 40 }, 1000 + i));
         vm.request_headers(&s, request(i, &big), true).unwrap();

@@ -555,7 +555,8 @@ mod tests {
     #[test]
     fn tls_fingerprint_missing_or_malformed() {
         let good: &[(&str, &str)] = &[("x-edgescore-ja4", "t13d1516h2_8daaf6152771_d8a2da3f94cd"), ("x-edgescore-ja3", "e7d705a3286e19ea42f587b344ee6865")];
-        let cases: [(&[(&str, &str)], Option<&'static [u8]>); 7] = [
+        type Case<'a> = (&'a [(&'a str, &'a str)], Option<&'static [u8]>);
+        let cases: [Case; 7] = [
             (&[(":path", "/")], Some(b"TLSv1.3")),
             (&[("x-edgescore-ja4", ""), ("x-edgescore-ja3", "")], Some(b"TLSv1.3")),
             (&[("x-edgescore-ja4", "-"), ("x-edgescore-ja3", "-")], Some(b"TLSv1.3")),
