@@ -49,13 +49,18 @@ DEFAULT_FLUSH_MS = 1000
 
 
 def with_test_flush(cfg: dict) -> float:
-    """Sets the plugin configuration's `metrics.flush_ms` to TEST_FLUSH_MS unless the test set
-    it (or the configuration is not JSON: tests of refused configurations). Returns the flush
-    period in seconds."""
+    """Sets the plugin configuration's `metrics.flush_ms` to TEST_FLUSH_MS on every listener
+    unless the test set it (or the configuration is not JSON: tests of refused configurations).
+    Returns the edge listener's flush period in seconds."""
+    periods = [_test_flush(cfg, m) for m in render_envoy.hcms(cfg)]
+    return periods[0] if periods else DEFAULT_FLUSH_MS / 1000
+
+
+def _test_flush(cfg: dict, manager: dict) -> float:
     try:
-        conf = render_envoy.plugin_value(cfg)
+        conf = render_envoy.plugin_value(cfg, manager)
         plugin = json.loads(conf["value"])
-    except (KeyError, IndexError, TypeError, ValueError):
+    except (KeyError, IndexError, TypeError, ValueError, StopIteration):
         return DEFAULT_FLUSH_MS / 1000
     if not isinstance(plugin, dict):
         return DEFAULT_FLUSH_MS / 1000

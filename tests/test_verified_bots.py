@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import http.client
 import json
+import ssl
 import time
 
 import pytest
 
 from harness import render_envoy
-from harness.require import require_native
+from harness.require import require_build, require_native
 from harness.web_bot_auth import DirectoryServer, Signer
 from test_envoy import envoy_config, policies
 from test_native import NS, logged, with_module  # noqa: F401 (a fixture)
@@ -41,17 +42,18 @@ def directories(crawler):
     d.close()
 
 
-def bots_envoy(kind: str, action: str, upstream_port: int, directories_port: int) -> dict:
+def bots_envoy(kind: str, action: str, upstream_port: int, directories_port: int, tls: bool = False) -> dict:
     """A model that blocks everything (`bot` at threshold 0), and `verified_bots` trusting the
     crawler's directory and a broken one on the cluster `bots`, and one on a cluster without a
-    host (Envoy answers that callout inside the call that sends it)."""
+    host (Envoy answers that callout inside the call that sends it). With `tls`, the TLS listener
+    too (the same filter configuration on a second listener)."""
     plugin = render_envoy.plugin_config("enforce", policies(bot=0.0), sample_rate=1.0, text=False)
     plugin["verified_bots"] = {
         "directories": [{"name": "crawler", "cluster": "bots", "path": "/crawler.json"}, {"name": "broken", "cluster": "bots", "path": "/broken.json"},
                         {"name": "nohost", "cluster": "empty"}],
         "action": action,
     }
-    cfg = envoy_config(upstream_port, plugin)
+    cfg = envoy_config(upstream_port, plugin, tls=tls)
     render_envoy.add_static_cluster(cfg, "bots", "127.0.0.1", directories_port)
     cfg["static_resources"]["clusters"].append({"name": "empty", "type": "STATIC", "connect_timeout": "1s",
                                                 "load_assignment": {"cluster_name": "empty", "endpoints": []}})
@@ -61,8 +63,11 @@ def bots_envoy(kind: str, action: str, upstream_port: int, directories_port: int
     return cfg
 
 
-def get(port: int, headers: dict[str, str]) -> int:
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+def get(port: int, headers: dict[str, str], tls: bool = False) -> int:
+    if tls:
+        conn = http.client.HTTPSConnection("127.0.0.1", port, timeout=10, context=ssl._create_unverified_context())
+    else:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
     try:
         conn.request("GET", "/products?page=2", headers={"host": AUTHORITY, "user-agent": "ExampleCrawler/1.0", **headers})
         r = conn.getresponse()
@@ -114,6 +119,22 @@ def test_signed_requests_verified_refused_by_reason_never_5xx(kind, action, craw
     assert running.metric('edgescore_verified_bots_directory_refused{reason="unreachable"}') >= 1
     assert running.metric("edgescore_verified_bots_directories_accepted") >= 1
     assert running.metric("edgescore_errors") == 0
+
+
+def test_two_listeners_fetch_each_directory_once(kind, crawler, directories, upstream, start_envoy):
+    """The same configuration on two listeners: each directory fetched once (one poller for the
+    process: the Wasm service VM; the native module's group of configurations), and the crawler
+    verified on both listeners."""
+    require_build()  # the TLS listener's certificate
+    running = start_envoy(bots_envoy(kind, "allow", upstream.port, directories.port, tls=True), f"bots_two_{kind}")
+    wait_for_keys(running)
+    now = int(time.time())
+    assert get(running.port, crawler.headers(AUTHORITY, now - 5, now + 55)) == 200
+    tls_port = running.envoy.listener_port(render_envoy.TLS_LISTENER)
+    assert get(tls_port, crawler.headers(AUTHORITY, now - 5, now + 55), tls=True) == 200
+    assert get(tls_port, {}, tls=True) == 403
+    assert running.metric("edgescore_verified_bots_directories_accepted") == 1
+    assert running.metric("edgescore_verified_bots_verified") == 2
 
 
 def test_native_no_allocation_with_signed_requests(with_module, crawler, directories, upstream, start_envoy):

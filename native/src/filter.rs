@@ -1,16 +1,14 @@
 //! One filter configuration (`on_http_filter_config_new`, main thread): the plugin JSON parsed
-//! by the core, its metrics defined, a scorer per worker, with a `registry` a member of the
-//! group of configurations that share the registry poller (`poll_group`), and with
-//! `verified_bots` the key directories' fetches (`directories`). Every worker's streams share it,
-//! so everything in it is `Sync`: the per-worker state sits behind each worker's own lock
-//! (`workers`), the directories' behind the main thread's.
+//! by the core, its metrics defined, a scorer per worker, and — with a `registry` or
+//! `verified_bots` — a member of the group of configurations that share the registry poller and
+//! the key directories' fetch (`poll_group`). Every worker's streams share it, so everything in
+//! it is `Sync`: the per-worker state sits behind each worker's own lock (`workers`).
 //!
 //! Envoy gives a filter configuration no timer: a module thread ([`Ticker`]) commits a
 //! scheduler event every tick, and the main thread, in `on_http_filter_config_scheduled`,
 //! flushes the workers' counts and drives the registry poll with Envoy's own HTTP callouts.
 
 use crate::abi::{LOG_ERROR, LOG_INFO};
-use crate::directories::Directories;
 use crate::envoy::{self, EnvoyConfig, Scheduler};
 use crate::metrics::Defined;
 use crate::poll_group;
@@ -29,7 +27,6 @@ pub struct Filter {
     pub metrics: Defined,
     pub workers: Workers,
     pub seed: u64,
-    directories: Mutex<Option<Directories>>,
     /// Held for its drop: stops the thread, then deletes the scheduler.
     _ticker: Ticker,
 }
@@ -51,7 +48,6 @@ impl Filter {
         let slots = first.slots().len();
         let mut first = Some(first);
         let workers = Workers::new(envoy::concurrency() as usize, &cfg, &metrics, || first.take().or_else(|| Scorer::build(&cfg, seed, bootstrap.clone()).ok()));
-        let directories = cfg.verified_bots.as_ref().map(Directories::new);
         let tick_ms = match cfg.registry.is_some() || cfg.verified_bots.is_some() {
             // Polls and fetches are due in whole seconds; the tick also flushes the workers' counts.
             true => cfg.metrics.flush_ms.min(1000),
@@ -78,8 +74,8 @@ impl Filter {
         // The ticker holds only the scheduler: the filter's lifetime stays Envoy's. Its first
         // event comes a period after start, once this configuration is Envoy's.
         let _ticker = Ticker::start(envoy.scheduler(), Duration::from_millis(tick_ms as u64));
-        let filter = Arc::new(Filter { envoy, cfg, bootstrap, metrics, workers, seed, directories: Mutex::new(directories), _ticker });
-        if filter.cfg.registry.is_some() {
+        let filter = Arc::new(Filter { envoy, cfg, bootstrap, metrics, workers, seed, _ticker });
+        if filter.polls() {
             poll_group::join(&filter, json);
         }
         Ok(filter)
@@ -89,38 +85,21 @@ impl Filter {
     /// directories fetched and the registry polled when due (the group's leader's tick; timed
     /// into `edgescore.registry.tick_us` with the update work an answer brings).
     pub fn on_tick(&self) {
-        self.fetch_directories();
         self.workers.tick(&self.metrics, &self.envoy);
         #[cfg(feature = "count-allocations")]
         self.envoy.set_gauge(self.metrics.allocations, crate::counting::edgescore_native_allocations());
-        if self.cfg.registry.is_some() {
+        if self.polls() {
             poll_group::tick(self);
         }
     }
 
-    /// Sends the directory requests that are due, with no lock held while each is sent (Envoy may
-    /// answer inside the send, into `on_callout`).
-    fn fetch_directories(&self) {
-        let lock = || self.directories.lock().unwrap_or_else(|p| p.into_inner());
-        let Some(calls) = lock().as_mut().map(Directories::begin) else { return };
-        for call in &calls {
-            let sent = self.envoy.get(&call.cluster, &call.path, &call.authority, call.timeout_ms);
-            if let Some(d) = lock().as_mut() {
-                d.sent(self, call, sent);
-            }
-        }
-        if let Some(d) = lock().as_mut() {
-            d.end();
-        }
+    /// Whether the configuration fetches anything (the registry's models, the key directories).
+    fn polls(&self) -> bool {
+        self.cfg.registry.is_some() || self.cfg.verified_bots.is_some()
     }
 
     /// An answer to a directory or registry request (main thread).
     pub fn on_callout(&self, id: u64, answer: Result<Vec<u8>, String>) {
-        if let Some(d) = self.directories.lock().unwrap_or_else(|p| p.into_inner()).as_mut() {
-            if d.answer(self, id, &answer) {
-                return;
-            }
-        }
         poll_group::answer(self, id, answer);
     }
 

@@ -3,9 +3,9 @@
 //! (`envoy.extensions.filters.http.dynamic_modules`), with the same plugin JSON, the same
 //! decisions bit for bit and the same metrics. `abi` declares the part of Envoy 1.40's ABI it
 //! uses and `envoy` wraps it; `filter` is one configuration (the root: parses the JSON, defines
-//! the metrics, holds a scorer per worker in `workers`, fetches the verified bots' key directories
-//! through `directories`; the configurations of one plugin JSON share a registry poller,
-//! `poll_group` over `poller`);
+//! the metrics, holds a scorer per worker in `workers`; the configurations of one plugin JSON
+//! share the registry poller and the verified bots' key directories, `poll_group` over `poller`
+//! and `directories`);
 //! `stream` is one request, `text` a request held for the text path. Every hook below runs
 //! inside `guard::catch`.
 //!

@@ -1,18 +1,19 @@
-//! Filter configurations of one plugin JSON share one registry poller: the two listeners of one
-//! `envoy.yaml`, or a listener and its replacement during an LDS update. One poll per period and
-//! each refusal counted once (the configurations define the same metrics, which Envoy keeps once
-//! by name), and a configuration that joins serves the registry's current models at once instead
-//! of starting over from its bootstrap models.
+//! Filter configurations of one plugin JSON share one registry poller and one fetch of the
+//! verified bots' key directories: the two listeners of one `envoy.yaml`, or a listener and its
+//! replacement during an LDS update. One poll per period and each refusal counted once (the
+//! configurations define the same metrics, which Envoy keeps once by name), and a configuration
+//! that joins serves the registry's current models and keys at once instead of starting over.
 //!
 //! The first live configuration of a group polls (with its own HTTP callouts and ticks); when
-//! Envoy destroys it, the next one takes the poller over, its high-water marks included. An
-//! answer to the old one's callout never comes, so the poller forgets it. Everything here runs
+//! Envoy destroys it, the next one takes over, the poller's high-water marks included. Answers
+//! to the old one's callouts never come, so they are forgotten. Everything here runs
 //! on Envoy's main thread.
 //!
 //! Envoy may answer a callout inside the call that makes it (a cluster without a healthy host):
 //! the answer then finds the groups locked by the poll that is asking, and waits in `DEFERRED`
 //! until that poll is done.
 
+use crate::directories::Directories;
 use crate::filter::Filter;
 use crate::poller::Poller;
 use std::cell::RefCell;
@@ -22,11 +23,17 @@ use std::time::Instant;
 struct Group {
     /// The plugin JSON, as Envoy handed it over.
     json: Vec<u8>,
-    poller: Poller,
+    /// With a `registry`.
+    poller: Option<Poller>,
+    /// With `verified_bots`.
+    directories: Option<Directories>,
     /// In the order they joined; the first live one polls.
     members: Vec<Weak<Filter>>,
     /// The member whose callouts the poller waits for.
     leader: *const Filter,
+    /// The live members during a tick or an answer, the leader first; empty otherwise. Kept to
+    /// reuse its room: a tick allocates nothing (the module's allocation count stays flat).
+    live: Vec<Arc<Filter>>,
 }
 
 // SAFETY: `leader` is only compared, never dereferenced; the groups are used on the main thread.
@@ -63,8 +70,9 @@ fn answer_deferred() {
     }
 }
 
-/// Adds `f` (a configuration with a `registry`, parsed from `json`) to its group, creating the
-/// group if it is the first, and hands it the models the group's registry serves.
+/// Adds `f` (a configuration with a `registry` or `verified_bots`, parsed from `json`) to its
+/// group, creating the group if it is the first, and hands it the models and keys the group
+/// serves.
 pub fn join(f: &Arc<Filter>, json: &[u8]) {
     join_locked(f, json);
     answer_deferred();
@@ -76,23 +84,39 @@ fn join_locked(f: &Arc<Filter>, json: &[u8]) {
     match groups.iter_mut().find(|g| g.json == json) {
         Some(g) => {
             g.members.push(Arc::downgrade(f));
-            g.poller.hand_over(f);
+            if let Some(p) = &g.poller {
+                p.hand_over(f);
+            }
+            if let Some(d) = &g.directories {
+                d.hand_over(f);
+            }
         }
-        None => {
-            let Some(reg) = f.cfg.registry.as_ref() else { return };
-            groups.push(Group { json: json.to_vec(), poller: Poller::new(&f.cfg, reg), members: vec![Arc::downgrade(f)], leader: Arc::as_ptr(f) });
-        }
+        None => groups.push(Group {
+            json: json.to_vec(),
+            poller: f.cfg.registry.as_ref().map(|reg| Poller::new(&f.cfg, reg)),
+            directories: f.cfg.verified_bots.as_ref().map(Directories::new),
+            members: vec![Arc::downgrade(f)],
+            leader: Arc::as_ptr(f),
+            live: Vec::new(),
+        }),
     }
 }
 
-/// `f`'s tick: the group polls when `f` is its first live member.
+/// `f`'s tick: the group fetches the directories due and polls when `f` is its first live
+/// member.
 pub fn tick(f: &Filter) {
     let start = Instant::now();
     {
         let mut groups = groups();
         prune(&mut groups);
-        let Some((g, members)) = lead(&mut groups, f) else { return };
-        g.poller.tick(&members);
+        let Some(g) = lead(&mut groups, f) else { return };
+        if let Some(d) = g.directories.as_mut() {
+            d.tick(&g.live);
+        }
+        if let Some(p) = g.poller.as_mut() {
+            p.tick(&g.live);
+        }
+        g.live.clear();
     }
     answer_deferred();
     f.envoy.record(f.metrics.tick_us, start.elapsed().as_micros() as u64);
@@ -106,8 +130,13 @@ pub fn answer(f: &Filter, id: u64, answer: Result<Vec<u8>, String>) {
             DEFERRED.with(|d| d.borrow_mut().push((f as *const Filter, id, answer)));
             return;
         };
-        let Some((g, members)) = lead(&mut groups, f) else { return };
-        g.poller.answer(&members, id, answer);
+        let Some(g) = lead(&mut groups, f) else { return };
+        if !g.directories.as_mut().is_some_and(|d| d.answer(&g.live, id, &answer)) {
+            if let Some(p) = g.poller.as_mut() {
+                p.answer(&g.live, id, answer);
+            }
+        }
+        g.live.clear();
     }
     answer_deferred();
     f.envoy.record(f.metrics.tick_us, start.elapsed().as_micros() as u64);
@@ -118,18 +147,27 @@ pub fn leave() {
     prune(&mut groups());
 }
 
-/// `f`'s group and its live members, the leader (`f`) first; `None` when `f` does not lead.
-fn lead<'g>(groups: &'g mut [Group], f: &Filter) -> Option<(&'g mut Group, Vec<Arc<Filter>>)> {
+/// `f`'s group, its live members in `live` (the leader, `f`, first); `None` when `f` does not
+/// lead.
+fn lead<'g>(groups: &'g mut [Group], f: &Filter) -> Option<&'g mut Group> {
     let g = groups.iter_mut().find(|g| g.members.iter().any(|m| std::ptr::eq(m.as_ptr(), f)))?;
-    let members: Vec<Arc<Filter>> = g.members.iter().filter_map(Weak::upgrade).collect();
-    if !std::ptr::eq(Arc::as_ptr(members.first()?), f) {
+    let first = g.members.iter().find(|m| m.strong_count() > 0)?;
+    if !std::ptr::eq(first.as_ptr(), f) {
         return None;
     }
-    if g.leader != Arc::as_ptr(&members[0]) {
-        g.leader = Arc::as_ptr(&members[0]);
-        g.poller.forget_callout();
+    g.live.clear();
+    g.live.extend(g.members.iter().filter_map(Weak::upgrade));
+    let leader = Arc::as_ptr(g.live.first()?);
+    if g.leader != leader {
+        g.leader = leader;
+        if let Some(p) = g.poller.as_mut() {
+            p.forget_callout();
+        }
+        if let Some(d) = g.directories.as_mut() {
+            d.forget_callouts();
+        }
     }
-    Some((g, members))
+    Some(g)
 }
 
 fn prune(groups: &mut Vec<Group>) {

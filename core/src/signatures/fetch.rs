@@ -75,6 +75,14 @@ impl DirectoryFetch {
         due
     }
 
+    /// Directory `i`'s fetch will never be answered (the glue lost its callout): due again now.
+    pub fn forget(&mut self, i: usize) {
+        if let Some(in_flight) = self.in_flight.get_mut(i) {
+            *in_flight = false;
+            self.due_s[i] = 0;
+        }
+    }
+
     pub fn source(&self, i: usize) -> &DirectoryConfig {
         &self.sources[i]
     }
