@@ -103,7 +103,8 @@ fn check(map: HeaderMap, headers: Vec<(&[u8], &[u8])>, properties: [Option<&[u8]
         if let Ok(index) = accepted {
             match name.as_str() {
                 "http_protocol" => wanted.protocol = true,
-                "tls_version" => wanted.tls_version = true,
+                // The fingerprints are read on TLS connections only.
+                "tls_version" | "tls_ja4" | "tls_ja4_a" | "tls_ja4_ciphers" | "tls_ja4_extensions" | "tls_ja4_alpn" | "tls_ja3" => wanted.tls_version = true,
                 "sni_present" => wanted.sni = true,
                 "source_prefix" => wanted.source_address = true,
                 _ => {}
