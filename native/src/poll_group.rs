@@ -61,12 +61,13 @@ fn try_groups() -> Option<MutexGuard<'static, Vec<Group>>> {
     }
 }
 
-/// Hands the deferred answers to their pollers, once the groups are free again.
+/// Hands the deferred answers to their pollers, once the groups are free again (timed with the
+/// tick or answer that deferred them).
 fn answer_deferred() {
     while let Some((f, id, answer)) = DEFERRED.with(|d| d.borrow_mut().pop()) {
         // SAFETY: a configuration answered inside its own tick or answer, which is still running
         // further up this thread's stack: Envoy has not destroyed it.
-        self::answer(unsafe { &*f }, id, answer);
+        dispatch(unsafe { &*f }, id, answer);
     }
 }
 
@@ -125,21 +126,27 @@ pub fn tick(f: &Filter) {
 /// An answer to a callout of `f`'s, for the poller if `f` still leads its group.
 pub fn answer(f: &Filter, id: u64, answer: Result<Vec<u8>, String>) {
     let start = Instant::now();
-    {
-        let Some(mut groups) = try_groups() else {
-            DEFERRED.with(|d| d.borrow_mut().push((f as *const Filter, id, answer)));
-            return;
-        };
-        let Some(g) = lead(&mut groups, f) else { return };
-        if !g.directories.as_mut().is_some_and(|d| d.answer(&g.live, id, &answer)) {
-            if let Some(p) = g.poller.as_mut() {
-                p.answer(&g.live, id, answer);
-            }
-        }
-        g.live.clear();
+    if dispatch(f, id, answer) {
+        answer_deferred();
+        f.envoy.record(f.metrics.tick_us, start.elapsed().as_micros() as u64);
     }
-    answer_deferred();
-    f.envoy.record(f.metrics.tick_us, start.elapsed().as_micros() as u64);
+}
+
+/// Hands the answer to the directories or the poller of `f`'s group; `false` when it was
+/// deferred or `f` no longer leads.
+fn dispatch(f: &Filter, id: u64, answer: Result<Vec<u8>, String>) -> bool {
+    let Some(mut groups) = try_groups() else {
+        DEFERRED.with(|d| d.borrow_mut().push((f as *const Filter, id, answer)));
+        return false;
+    };
+    let Some(g) = lead(&mut groups, f) else { return false };
+    if !g.directories.as_mut().is_some_and(|d| d.answer(&g.live, id, &answer)) {
+        if let Some(p) = g.poller.as_mut() {
+            p.answer(&g.live, id, answer);
+        }
+    }
+    g.live.clear();
+    true
 }
 
 /// Drops the groups whose configurations are all gone (their models with them).

@@ -38,18 +38,24 @@ pub fn tls_model(name: &str) -> ModelIr {
     let more = [("tls_ja4", 4096), ("tls_ja4_a", 1024), ("tls_ja4_extensions", 0), ("tls_ja4_alpn", 64), ("tls_ja3", 4096)];
     for (name, buckets) in more {
         let kind = if buckets == 0 { FeatureKind::Numeric } else { FeatureKind::Categorical { buckets } };
-        ir.features.push(FeatureDef { name: name.into(), kind });
-        let feature = ir.features.len() as u32 - 1;
-        ir.trees.push(Tree {
-            output: 0,
-            nodes: vec![
-                Node::Split { feature, test: Test::Lt(8.0), missing_yes: true, yes: 1, no: 2 },
-                Node::Leaf { value: 0.0 },
-                Node::Leaf { value: 0.0 },
-            ],
-        });
+        declare_and_split(&mut ir, name, kind, 8.0);
     }
     ir
+}
+
+/// Declares feature `name` on `ir` and adds a tree splitting on it at `at` with zero leaves:
+/// the filter computes the feature, the scores stay the same.
+fn declare_and_split(ir: &mut ModelIr, name: &str, kind: FeatureKind, at: f64) {
+    ir.features.push(FeatureDef { name: name.into(), kind });
+    let feature = ir.features.len() as u32 - 1;
+    ir.trees.push(Tree {
+        output: 0,
+        nodes: vec![
+            Node::Split { feature, test: Test::Lt(at), missing_yes: true, yes: 1, no: 2 },
+            Node::Leaf { value: 0.0 },
+            Node::Leaf { value: 0.0 },
+        ],
+    });
 }
 
 /// One `tls_model` in shadow mode, every request's features logged.
@@ -63,16 +69,7 @@ pub fn tls_config() -> String {
 pub fn bots_model(name: &str) -> ModelIr {
     let mut ir = step_model(name, "header_count", 4.0, 4.0);
     for (feature, kind) in [("verified_bot", FeatureKind::Numeric), ("verified_bot_agent", FeatureKind::Categorical { buckets: 64 })] {
-        ir.features.push(FeatureDef { name: feature.into(), kind });
-        let feature = ir.features.len() as u32 - 1;
-        ir.trees.push(Tree {
-            output: 0,
-            nodes: vec![
-                Node::Split { feature, test: Test::Lt(0.5), missing_yes: true, yes: 1, no: 2 },
-                Node::Leaf { value: 0.0 },
-                Node::Leaf { value: 0.0 },
-            ],
-        });
+        declare_and_split(&mut ir, feature, kind, 0.5);
     }
     ir
 }
