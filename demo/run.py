@@ -8,8 +8,11 @@ browser-like and bot-like requests and prints per request the score of every mod
 decision and the HTTP status; then a crawler that signs its requests (Web Bot Auth: its key
 directory served on 127.0.0.1, fetched by the filter's poller), allowed and named in the
 decision, beside the same request unsigned and forged; then sends chat-like POSTs and prints
-the NLP service's text verdict beside the tree scores; then a few edgescore lines of
-/stats/prometheus. It builds
+the NLP service's text verdict beside the tree scores; then the loop (demo/loop.py): clients
+that copy a browser, which the shipped bot model lets through (Chromium's own headers through
+Python's TLS stack, a burst), a bot model retrained on the filter's feature log of them,
+published while requests flow, and the same clients blocked on their TLS fingerprint and
+request rate; then a few edgescore lines of /stats/prometheus. It builds
 nothing (`make demo` runs `make build` first) and stops what it started by PID (the NLP
 service through `nlp.run stop`, which ends its supervisor and Ray's processes), also on Ctrl-C
 or failure. `--no-nlp` leaves the NLP service out (the text path then fails open).
@@ -40,7 +43,8 @@ import time
 import urllib.request
 from pathlib import Path
 
-from demo import traffic
+from demo import loop, traffic
+from demo.access_log import parse_scores, parse_state
 from harness import client, envoyctl, registry, render_envoy
 from harness.web_bot_auth import DIRECTORY_PATH, DirectoryServer, Signer
 from harness.loopback import free_port
@@ -146,25 +150,6 @@ def cli_step(cli: Path) -> None:
     print()
 
 
-def parse_state(s: str | None) -> tuple[str, dict[str, str]]:
-    """The access log's `edgescore` field (filter state `wasm.edgescore`, the native module's
-    `edgescore`): the decision, a space, the scores (`tag;model=abuse@v1 bot=0.0312;abuse=0.7700`)."""
-    decision, _, scores = (s or "").partition(" ")
-    return decision or "-", parse_scores(scores)
-
-
-def parse_scores(s: str | None) -> dict[str, str]:
-    """Scores by model name: registry models are named with their version (`bot@3=0.0312`),
-    shadow challengers (`bot@4~shadow=...`) are left out."""
-    out = {}
-    for part in (s or "").split(";"):
-        if "=" in part:
-            k, v = part.split("=", 1)
-            if "~" not in k:
-                out[k.split("@", 1)[0]] = v
-    return out
-
-
 def served_versions(envoy: envoyctl.Envoy) -> dict[str, int]:
     """The registry versions the workers serve (the `edgescore.registry.version.<name>` gauges,
     under `wasmcustom.` or the native module's `dynamicmodulescustom.`)."""
@@ -173,9 +158,9 @@ def served_versions(envoy: envoyctl.Envoy) -> dict[str, int]:
 
 
 def wait_for_models(envoy: envoyctl.Envoy, listener: tuple[str, int], versions: dict[str, int],
-                    timeout: float = 30.0) -> None:
+                    timeout: float = 30.0, source: str | None = None) -> None:
     """Until every worker serves `versions` (the poller polls every few seconds; until then the
-    filter has no model and applies on_error: allow)."""
+    filter has no model and applies on_error: allow); probes from loopback address `source`."""
     deadline = time.monotonic() + timeout
     while served_versions(envoy) != versions:
         if time.monotonic() > deadline:
@@ -185,7 +170,7 @@ def wait_for_models(envoy: envoyctl.Envoy, listener: tuple[str, int], versions: 
     # takes each update: wait until a request is answered by these versions too.
     want = {f"{n}@{v}" for n, v in versions.items()}
     while True:
-        if want <= set(traffic.answering_models(*listener) or ()):
+        if want <= set(traffic.answering_models(*listener, source=source) or ()):
             break
         if time.monotonic() > deadline:
             raise RuntimeError(f"requests are not answered by {sorted(want)} yet")
@@ -208,10 +193,10 @@ def filter_log_lines(envoy: envoyctl.Envoy, timeout: float = 3.0) -> list[str]:
         time.sleep(0.1)
 
 
-def live_update_step(envoy: envoyctl.Envoy, listener: tuple[str, int], cli: Path) -> None:
-    """Publishes a new version of `bot` while requests flow, and shows which version answered
-    each one: no restart, no configuration push, no failed request."""
-    print("== live model update: `edgescore publish` of a new bot version while requests flow")
+def live_update_step(envoy: envoyctl.Envoy, listener: tuple[str, int], cli: Path, artifact: Path) -> None:
+    """Publishes `artifact`, a new version of `bot`, while requests flow, and shows which
+    version answered each one: no restart, no configuration push, no failed request."""
+    print("== live model update: `edgescore publish` of the retrained bot while requests flow")
     # Browser-like requests: the backend echoes the score header it received, naming versions.
     reqs = [r for r in traffic.requests() if r.kind == "browser" and not r.body]
     answered: list[tuple[str, int]] = []
@@ -221,7 +206,8 @@ def live_update_step(envoy: envoyctl.Envoy, listener: tuple[str, int], cli: Path
         i = 0
         while not stop.is_set():
             try:
-                resp = client.send(*listener, reqs[i % len(reqs)])
+                # A crowd, one request per address every 5 s, not one client at 50 requests/s.
+                resp = client.send(*listener, reqs[i % len(reqs)], source=loop.CROWD_SOURCES[i % len(loop.CROWD_SOURCES)])
                 scores = json.loads(resp.body).get("x-edgescore") if resp.status == 200 else None
                 version = next((k for k in traffic.model_ids(scores) if k.startswith("bot@")), f"HTTP {resp.status}")
                 answered.append((version, resp.status))
@@ -233,12 +219,12 @@ def live_update_step(envoy: envoyctl.Envoy, listener: tuple[str, int], cli: Path
     t = threading.Thread(target=load, daemon=True)
     t.start()
     time.sleep(1.0)
-    report = registry.publish(cli, render_envoy.EXAMPLE_MODELS[0].artifact)
+    report = registry.publish(cli, artifact)
     print("   " + report)
     target = registry.active_versions()
     t0 = time.monotonic()
     try:
-        wait_for_models(envoy, listener, target)
+        wait_for_models(envoy, listener, target, source=loop.PROBE_SOURCE)
         print(f"   every worker serves bot@{target['bot']} {time.monotonic() - t0:.1f} s after the publish")
         time.sleep(1.0)
     finally:
@@ -328,10 +314,31 @@ def crawler_step(envoy: envoyctl.Envoy, listener: tuple[str, int], crawler: Sign
     print()
 
 
-def tour(envoy: envoyctl.Envoy, listener: tuple[str, int], nlp: NlpService | None, cli: Path, crawler: Signer) -> None:
+def loop_step(envoy: envoyctl.Envoy, listener: tuple[str, int], tls: tuple[str, int], cli: Path, work: Path) -> None:
+    """demo/loop.py: what headers alone miss, a bot model retrained on the feature log,
+    published live, and the same clients again."""
+    print("== what headers alone miss: browser-like clients over both listeners, with bot@"
+          f"{served_versions(envoy).get('bot')} (trained on headers)")
+    quiet_since = time.monotonic()  # the tour's last request from 127.0.0.1, Chromium's address
+    captured = loop.capture(*loop.tls_certificate())
+    loop.wait_for_window(quiet_since)
+    before = loop.send_round(envoy, listener, tls, captured)
+    loop.print_round(f"   {len(before.lines)} requests (velocity key {loop.VELOCITY['key']}):", before)
+    print("== the loop: label the feature log, train, compile (docs/security-teams.md on the demo's own log)")
+    artifact = loop.retrain(cli, before, work / "loop")
+    print()
+    live_update_step(envoy, listener, cli, artifact)
+    loop.wait_for_window(before.ended)
+    after = loop.send_round(envoy, listener, tls, captured)
+    loop.print_round(f"== the same clients, with bot@{served_versions(envoy).get('bot')} (retrained on the log)", after)
+
+
+def tour(envoy: envoyctl.Envoy, listener: tuple[str, int], tls: tuple[str, int], nlp: NlpService | None, cli: Path,
+         crawler: Signer, work: Path) -> None:
     """What `make demo` shows once Envoy serves: the demo requests and their scores, a block
-    reply, the signed crawler, the NLP service's readiness, a live model update, the chat-like
-    POSTs, the metrics."""
+    reply, the signed crawler, the NLP service's readiness, the chat-like POSTs, the loop
+    (clients headers alone miss, a bot model retrained on the feature log and published
+    live, the same clients again), the metrics."""
     reqs = traffic.requests()
     results = []
     for r in reqs:
@@ -377,8 +384,8 @@ def tour(envoy: envoyctl.Envoy, listener: tuple[str, int], nlp: NlpService | Non
         if nlp.wait_ready():
             print(f"   ready after {time.monotonic() - t0:.0f} s more: {nlp.url}, model {nlp.stats().get('model')}")
         print()
-    live_update_step(envoy, listener, cli)
     chat_step(envoy, listener, nlp, names)
+    loop_step(envoy, listener, tls, cli, work)
     print("== /stats/prometheus (edgescore lines; of the score histograms only _count, _sum and le=\"900\")")
     deadline = time.monotonic() + 7  # histograms appear at Envoy's next stats flush (5 s)
     while True:
@@ -521,6 +528,8 @@ def main(argv: list[str] | None = None) -> int:
         plugin["registry"]["public_keys"] = keys
         if crawler is not None:
             plugin["verified_bots"] = verified_bots_section("crawler_keys")
+        if not args.serve_only:
+            loop.plugin_edit(plugin)
 
     edit_plugin_configs(cfg, plugin_edit)
     access_log = args.access_log.resolve() if args.access_log else None
@@ -565,7 +574,10 @@ def main(argv: list[str] | None = None) -> int:
               f"registry {shown(registry_dir)} on http://{REGISTRY[0]}:{registry_port}")
         print("   registry keys Envoy trusts: " + ", ".join(f"{k.get('key_id')} ({shown(p)})" for k, p in zip(keys, public_keys)))
         print(f"   TLS listener (the TLS fingerprint features): https://{listener[0]}:{tls_port}")
-        if args.feature_log > 0:
+        if not args.serve_only:
+            print(f"   feature log: every request, with {' and '.join(f['name'] for f in loop.LOGGED_FEATURES)} "
+                  f"(the tour's loop; velocity key {loop.VELOCITY['key']})")
+        elif args.feature_log > 0:
             print(f"   feature log: sample_rate {args.feature_log} (the access log's edgescore_features)")
         if access_log is not None:
             print(f"   access log (JSON lines) also -> {access_log}")
@@ -580,7 +592,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"== serving until Ctrl-C (or kill {os.getpid()})", flush=True)
             while True:
                 time.sleep(3600)
-        tour(envoy, listener, nlp, Path(args.cli), crawler)
+        tour(envoy, listener, (listener[0], tls_port), nlp, Path(args.cli), crawler, work)
         if args.keep_running:
             print(f"\nEnvoy, the backend and the NLP service keep running: try curl -v "
                   f"http://{listener[0]}:{listener[1]}/wp-login.php or curl -H 'content-type: text/plain' "

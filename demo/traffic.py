@@ -177,9 +177,10 @@ def probe_request() -> Request:
     return dataclasses.replace(home, path=PROBE_PATH)
 
 
-def answering_models(host: str, port: int) -> list[str] | None:
-    """The model ids that scored one probe, or None if it was not answered 200."""
-    resp = send(host, port, probe_request())
+def answering_models(host: str, port: int, source: str | None = None) -> list[str] | None:
+    """The model ids that scored one probe (sent from loopback address `source`), or None if it
+    was not answered 200."""
+    resp = send(host, port, probe_request(), source=source)
     if resp.status != 200:
         return None
     return model_ids(json.loads(resp.body).get("x-edgescore"))

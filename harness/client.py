@@ -8,6 +8,7 @@ the tests and the load benches all send through `send`.
 from __future__ import annotations
 
 import http.client
+import ssl
 from dataclasses import dataclass, field
 
 SITE = "shop.example.com"  # the host a `host` header of None names: the one browsers and most clients name
@@ -41,9 +42,31 @@ class Response:
     body: bytes
 
 
-def send(host: str, port: int, req: Request, timeout: float = 10.0) -> Response:
-    """Sends `req` on a fresh connection with exactly its headers, in order."""
-    conn = http.client.HTTPConnection(host, port, timeout=timeout)
+class _TlsConnection(http.client.HTTPSConnection):
+    """HTTPS to an address, naming SITE in the TLS client hello (SNI), as a client of the site
+    does; the server's certificate is not checked (the demo's and the tests' are self-signed)."""
+
+    def connect(self) -> None:
+        http.client.HTTPConnection.connect(self)
+        self.sock = self._context.wrap_socket(self.sock, server_hostname=SITE)
+
+
+def _connection(host: str, port: int, timeout: float, tls: bool, source: str | None) -> http.client.HTTPConnection:
+    source_address = (source, 0) if source else None
+    if not tls:
+        return http.client.HTTPConnection(host, port, timeout=timeout, source_address=source_address)
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    return _TlsConnection(host, port, timeout=timeout, source_address=source_address, context=context)
+
+
+def send(host: str, port: int, req: Request, timeout: float = 10.0, *, tls: bool = False,
+         source: str | None = None) -> Response:
+    """Sends `req` on a fresh connection with exactly its headers, in order: over TLS (Python's
+    own TLS stack, SNI `SITE`) with `tls`, from the loopback address `source` if given (the
+    filter's per-client counts key on the client's address)."""
+    conn = _connection(host, port, timeout, tls, source)
     try:
         conn.putrequest(req.method, req.path, skip_host=True, skip_accept_encoding=True)
         for k, v in req.header_list(f"{host}:{port}"):

@@ -81,6 +81,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--check-rows", type=Path, help="write distinct held-out rows with XGBoost's scores (CSV)")
     ap.add_argument("--trees", type=int, default=20)
     ap.add_argument("--depth", type=int, default=4)
+    ap.add_argument("--min-child-weight", type=float, default=1.0,
+                    help="XGBoost's least hessian sum in a leaf (default 1, XGBoost's): lower lets a small "
+                         "group of rows, a client with a few requests, reach a confident score")
     ap.add_argument("--holdout", type=float, default=0.2, help="the share of the latest rows held out (default 0.2)")
     args = ap.parse_args(argv)
     import xgboost as xgb
@@ -98,7 +101,8 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit("train_from_log: too few labelled rows of each class to train on")
     train, test = slice(0, len(data) - n_test), slice(len(data) - n_test, len(data))
 
-    params = {"objective": "binary:logistic", "max_depth": args.depth, "eta": 0.3, "seed": SEED, "nthread": 2}
+    params = {"objective": "binary:logistic", "max_depth": args.depth, "eta": 0.3, "seed": SEED, "nthread": 2,
+              "min_child_weight": args.min_child_weight}
     booster = xgb.train(params, xgb.DMatrix(X[train], label=y[train], feature_names=names), num_boost_round=args.trees)
     booster.save_model(str(args.out))
     print(f"trained XGBoost ({args.trees} trees, depth {args.depth}) on {len(data) - n_test} rows "

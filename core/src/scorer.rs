@@ -191,11 +191,15 @@ impl Scorer {
             });
             set.push_gathered(model, gather);
         }
+        // After the models, so their slots keep the names their gathers were made with.
+        for (i, f) in cfg.feature_log.features.iter().enumerate() {
+            schema.slot(&f.name, f.buckets).map_err(|err| ConfigError::new(format!("feature_log.features[{i}]"), err.to_string()))?;
+        }
         if let (None, Some(slot)) = (&cfg.velocity, schema.slots().iter().find(|s| crate::features::Feature::parse(&s.name).is_some_and(|f| f.is_velocity()))) {
-            return Err(ConfigError::new("velocity", format!("required: a model reads `{}`, a client's count", slot.name)));
+            return Err(ConfigError::new("velocity", format!("required: a model or the feature log reads `{}`, a client's count", slot.name)));
         }
         if let (None, Some(slot)) = (&cfg.verified_bots, schema.slots().iter().find(|s| crate::features::Feature::parse(&s.name).is_some_and(|f| f.is_signature()))) {
-            return Err(ConfigError::new("verified_bots", format!("required: a model reads `{}`, a request's signature", slot.name)));
+            return Err(ConfigError::new("verified_bots", format!("required: a model or the feature log reads `{}`, a request's signature", slot.name)));
         }
         let n_slots = schema.slots().len();
         let n_models = policies.len();

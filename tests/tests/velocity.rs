@@ -99,5 +99,5 @@ fn a_request_without_a_client_key_has_missing_counts() {
 #[test]
 fn a_model_reading_them_needs_the_velocity_section() {
     let err = Scorer::new(&config(""), 1).err().expect("refused").to_string();
-    assert_eq!(err, "velocity: required: a model reads `client_requests_10s`, a client's count");
+    assert_eq!(err, "velocity: required: a model or the feature log reads `client_requests_10s`, a client's count");
 }

@@ -117,6 +117,20 @@ pub struct FeatureLogConfig {
     /// Fraction of requests whose feature vector is written to filter state, 0 to 1.
     #[serde(default)]
     pub sample_rate: f64,
+    /// Catalogue features computed and logged beside the ones the models read: how a team logs
+    /// a signal before any model reads it, to train the first one that does.
+    #[serde(default)]
+    pub features: Vec<LoggedFeature>,
+}
+
+/// A feature the log carries: the shape of a schema file's entry (`{"name": "tls_ja4",
+/// "buckets": 1024}`; `buckets` for categorical features only).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LoggedFeature {
+    pub name: String,
+    #[serde(default)]
+    pub buckets: u32,
 }
 
 /// Reasons (path attribution over the trees the request walked: each split's change in its

@@ -1,0 +1,195 @@
+"""The tour's loop, docs/security-teams.md's workflow run on the demo's own traffic:
+
+1. clients that copy a browser send through both listeners, and the shipped bot model lets
+   them through: Chromium's own headers replayed through Python's TLS stack, and a burst of
+   browser-like requests; beside them Chromium itself, browser-like clients at a person's
+   pace and the demo's scripted bots;
+2. the filter logs every request's features, with the TLS fingerprint's first part
+   (`tls_ja4_a`: TLS version, cipher and extension counts, ALPN) and the client's request count
+   (`client_requests_10s`) that no shipped model reads (`feature_log.features`);
+3. the log, labelled with what each client is, trains a new bot model
+   (models/train_from_log.py), compiled by `edgescore compile`;
+4. demo/run.py publishes it while requests flow; the same clients then send again.
+
+Each Python client sends from a loopback address of its own: the filter counts requests per
+client address (`velocity`), and everything else on loopback comes from 127.0.0.1. Chromium
+cannot choose its address: the loop's requests from 127.0.0.1 are Chromium's alone, and the
+first round waits until the tour's earlier ones have left the 10-second counts. Not the whole
+JA4, and not `address+ja4`: Debian's Chromium presents another JA4 `_c` part (the hash of its
+extensions and signature algorithms) on every connection, its `_a` part stays.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+from demo import clients, traffic
+from demo.access_log import client_address, parse_reasons, parse_state
+from harness import client, envoyctl, render_envoy
+
+ROOT = Path(__file__).resolve().parent.parent
+# What the filter logs beside the shipped models' features, and whose requests it counts.
+LOGGED_FEATURES = [{"name": "tls_ja4_a", "buckets": 1024}, {"name": "client_requests_10s"}]
+VELOCITY = {"key": "address"}
+# Chromium's navigations, one run each (each also asks for the favicon).
+PATHS = ("/products/shoes", "/blog/2026/11/edge-scoring", "/", "/cart")
+BURST = 40
+BROWSER_SOURCES = ("127.0.3.11", "127.0.3.12", "127.0.3.13", "127.0.3.14")
+SCRIPTED_SOURCES = ("127.0.3.21", "127.0.3.22")
+# Where demo/run.py's live update sends from while the loop runs: its load (one address per
+# request, a crowd) and its probes for the model that answers.
+CROWD_SOURCES = tuple(f"127.0.4.{i}" for i in range(1, 251))
+PROBE_SOURCE = "127.0.4.251"
+# The counts' window: the second round starts this long after the first one ended.
+WINDOW_S = 11.0
+
+
+@dataclass(frozen=True)
+class Client:
+    name: str
+    truth: str  # browser | bot
+    source: str
+    tls: bool
+
+
+CHROMIUM = Client("Chromium (Chrome's TLS)", "browser", "127.0.0.1", True)
+REPLAY = Client("Chromium's headers, Python's TLS", "bot", "127.0.3.2", True)
+BURSTING = Client(f"burst: {BURST} browser-like requests", "bot", "127.0.3.3", False)
+BROWSERS = Client("browser-like, a person's pace", "browser", "", False)
+SCRIPTED = Client("the demo's scripted bots", "bot", "", False)
+CLIENTS = (CHROMIUM, REPLAY, BURSTING, BROWSERS, SCRIPTED)
+
+
+def plugin_edit(plugin: dict) -> None:
+    """The loop's part of the demo's plugin JSON: every request logged, with the two signals."""
+    plugin["feature_log"] = {"sample_rate": 1.0, "features": LOGGED_FEATURES}
+    plugin["velocity"] = VELOCITY
+
+
+def client_of(line: dict) -> Client | None:
+    address = client_address(line)
+    if address == CHROMIUM.source:
+        return CHROMIUM if line.get("ja4") else None
+    if address in BROWSER_SOURCES:
+        return BROWSERS
+    if address in SCRIPTED_SOURCES:
+        return SCRIPTED
+    return next((c for c in CLIENTS if c.source == address), None)
+
+
+@dataclass
+class Round:
+    lines: list[dict]
+    ended: float
+
+
+def send_round(envoy: envoyctl.Envoy, listener: tuple[str, int], tls: tuple[str, int],
+               captured: list) -> Round:
+    """Every client's requests, once; the access-log lines they left."""
+    start = len(envoy.access_log())
+    sent = 0
+    for path in PATHS:
+        clients.chromium_get(tls, path, traffic.CHROME_UA)
+        for r in clients.replay(captured, path, tls[1], REPLAY.name, REPLAY.truth):
+            client.send(*tls, r, tls=True, source=REPLAY.source)
+            sent += 1
+    browser_like = [r for r in traffic.requests() if r.kind == "browser"]
+    for source in BROWSER_SOURCES:
+        for r in browser_like:
+            client.send(*listener, r, source=source)
+            sent += 1
+    for source in SCRIPTED_SOURCES:
+        for r in traffic.requests():
+            if r.kind == "bot":
+                client.send(*listener, r, source=source)
+                sent += 1
+    # One of the browser-like requests, the same bytes: only its rate tells it apart.
+    product = next(r for r in browser_like if r.name == "chrome product")
+    for _ in range(BURST):
+        client.send(*listener, product, source=BURSTING.source)
+        sent += 1
+    ended = time.monotonic()
+    # Envoy writes its access log about once a second; Chromium's requests are those over TLS from 127.0.0.1.
+    deadline = time.monotonic() + 10
+    while True:
+        lines = [ln for ln in envoy.access_log()[start:] if client_of(ln) is not None]
+        chromium = sum(client_of(ln) is CHROMIUM for ln in lines)
+        if (len(lines) - chromium >= sent and chromium >= len(PATHS)) or time.monotonic() > deadline:
+            time.sleep(1.0)  # a straggler of Chromium's (its favicons)
+            return Round([ln for ln in envoy.access_log()[start:] if client_of(ln) is not None], ended)
+        time.sleep(0.2)
+
+
+def print_round(title: str, rnd: Round) -> None:
+    print(title)
+    hdr = f"   {'client':38} {'truth':7} {'requests':>8}  {'decisions':32} top reason of the blocks"
+    print(hdr)
+    print("   " + "-" * (len(hdr) - 3))
+    for c in CLIENTS:
+        lines = [ln for ln in rnd.lines if client_of(ln) is c]
+        decisions = Counter(parse_state(ln.get("edgescore"))[0].split(";")[0] for ln in lines)
+        told = ", ".join(f"{n} {d}" for d, n in sorted(decisions.items()))
+        tops = Counter()
+        for ln in lines:
+            state = parse_state(ln.get("edgescore"))[0]
+            blocker = next((p.split("=", 1)[1].split("@")[0] for p in state.split(";") if p.startswith("model=")), None)
+            reasons = parse_reasons(ln.get("edgescore_reasons")).get(blocker or "", [])
+            if state.startswith("block") and reasons:
+                tops[f"{blocker}: {reasons[0][0]} {reasons[0][1]:+.2f}"] += 1
+        top = tops.most_common(1)[0][0] if tops else "-"
+        print(f"   {c.name:38} {c.truth:7} {len(lines):>8}  {told:32} {top}")
+    print()
+
+
+def wait_for_window(since: float) -> None:
+    """Until requests sent before `since` (time.monotonic()) have left the 10-second counts."""
+    time.sleep(max(0.0, since + WINDOW_S - time.monotonic()))
+
+
+def retrain(cli: Path, rnd: Round, work: Path) -> Path:
+    """The round's feature log and labels → a bot model (XGBoost) → its artifact."""
+    work.mkdir(parents=True, exist_ok=True)
+    log, labels, buckets = work / "access.log", work / "labels.csv", work / "buckets.json"
+    table, schema, model, artifact = work / "table.csv", work / "schema.json", work / "bot.json", work / "bot.esm"
+    log.write_text("".join(json.dumps(ln) + "\n" for ln in rnd.lines))
+    with open(labels, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["request_id", "is_bot"])
+        w.writerows([ln["request_id"], int(client_of(ln).truth == "bot")] for ln in rnd.lines)
+    example = json.loads((ROOT / "models" / "example" / "schema.json").read_text())
+    buckets.write_text(json.dumps({"features": example["features"] + LOGGED_FEATURES}))
+    steps = [
+        [sys.executable, "-m", "models.feature_log", str(log), "--keep", "request_id", "--out", str(table),
+         "--schema-out", str(schema), "--buckets-from", str(buckets)],
+        [sys.executable, "-m", "models.train_from_log", "--table", str(table), "--schema", str(schema),
+         "--labels", str(labels), "--label", "is_bot", "--holdout", "0", "--out", str(model),
+         # A hundred rows, a client's eight among them: XGBoost's default hessian floor (1) would
+         # keep such a leaf below the bot policy's 0.9.
+         "--trees", "40", "--min-child-weight", "0.1"],
+        [str(cli), "compile", str(model), "--schema", str(schema), "--name", "bot", "--version",
+         time.strftime("log-%Y-%m-%dT%H%M%S", time.gmtime()), "-o", str(artifact)],
+    ]
+    for cmd in steps:
+        p = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
+        if p.returncode != 0:
+            raise RuntimeError(f"{' '.join(cmd[:3])} failed: {(p.stderr or p.stdout).strip()[-2000:]}")
+        shown = cmd[2] if cmd[0] == sys.executable else f"edgescore {cmd[1]}"
+        for line in (p.stdout or p.stderr).strip().splitlines()[-3:]:
+            print(f"   {shown}: {line}")
+    return artifact
+
+
+def capture(cert: Path, key: Path) -> list:
+    """Chromium's requests for a navigation, as the replay sends them."""
+    return clients.chromium_requests(traffic.CHROME_UA, cert, key)
+
+
+def tls_certificate() -> tuple[Path, Path]:
+    return ROOT / render_envoy.TLS_CERT_REL, ROOT / render_envoy.TLS_KEY_REL
