@@ -6,12 +6,12 @@
 VARIANT is `none`, `noop`, `edgescore`, `native` (the configurations of run.py), `noop:<plan>` (the no-op
 filter making host calls, e.g. `noop:headers=1,properties=1`) or `wasm:<name>=<path>` (the
 edgescore filter from another .wasm); `edgescore` and `wasm:` take outputs beyond the defaults
-after `@`, e.g. `edgescore@decision+state` (run.bench_plugin_config); `edgescore` and `native`
+after `@`, e.g. `edgescore@decision+state` or `native@signals` (run.bench_plugin_config); `edgescore` and `native`
 score other builds of the example models given as a directory after `~`, e.g.
 `native~target/bench-drift/drift` (<dir>/<name>.esm for each example model). Each runs in its own Envoy (--concurrency 1) under
 `valgrind --tool=callgrind`, with instrumentation off until 300 warm-up requests are done; then
 `--requests` of the bench's requests (demo/traffic.py, 4 keep-alive connections, a new one after
-each POST as Envoy closes it) are counted. Printed per request: user-space instructions by
+each POST as Envoy closes it) are counted, over the TLS listener with `--tls`. Printed per request: user-space instructions by
 where they ran — Envoy's own code, tcmalloc (Envoy's allocator, remapped out of the binary),
 libc, JIT code (the Wasm module compiled by V8, plus V8's wrappers) and the native module
 (libedgescore_native.so) — and the total's difference to the first variant.
@@ -29,6 +29,7 @@ import dataclasses
 import re
 import shutil
 import socket
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -41,7 +42,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 from benches.envoy_load import run  # noqa: E402
 from demo import traffic  # noqa: E402
-from harness import envoyctl, render_envoy  # noqa: E402
+from harness import client, envoyctl, render_envoy  # noqa: E402
 
 
 def config(variant: str) -> dict:
@@ -78,8 +79,20 @@ def requests(port: int) -> list[bytes]:
     return out
 
 
-def send(port: int, reqs: list[bytes], n: int, conns: int = 4) -> None:
-    socks = [socket.create_connection(("127.0.0.1", port)) for _ in range(conns)]
+def connect(port: int, tls: bool) -> socket.socket:
+    """A connection to the listener on `port`: over TLS (Python's stack, SNI shop.example.com,
+    the self-signed certificate unchecked) with `tls`."""
+    sock = socket.create_connection(("127.0.0.1", port))
+    if not tls:
+        return sock
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    return context.wrap_socket(sock, server_hostname=client.SITE)
+
+
+def send(port: int, reqs: list[bytes], n: int, conns: int = 4, tls: bool = False) -> None:
+    socks = [connect(port, tls) for _ in range(conns)]
     try:
         for i in range(n):
             c, req = i % conns, reqs[i % len(reqs)]
@@ -92,7 +105,7 @@ def send(port: int, reqs: list[bytes], n: int, conns: int = 4) -> None:
                 buf += data
             if req.startswith(b"POST"):  # answered before its body was read: Envoy closes it
                 socks[c].close()
-                socks[c] = socket.create_connection(("127.0.0.1", port))
+                socks[c] = connect(port, tls)
     finally:
         for s in socks:
             s.close()
@@ -132,7 +145,7 @@ def where(fn: str, obj: str) -> str:
     return "other"
 
 
-def measure(variant: str, n: int, work: Path) -> dict[str, float]:
+def measure(variant: str, n: int, work: Path, tls: bool = False) -> dict[str, float]:
     name = re.sub(r"[^\w.-]", "_", variant)[:60]
     out = work / f"{name}.callgrind"
     e = envoyctl.Envoy(config(variant), work / name, name="cg", concurrency=1, log_level="warning")
@@ -140,11 +153,11 @@ def measure(variant: str, n: int, work: Path) -> dict[str, float]:
               f"--callgrind-out-file={out}", *e.args]
     e.start(timeout=600)
     try:
-        port = e.listener_port("edge")
+        port = e.listener_port(render_envoy.TLS_LISTENER if tls else "edge")
         reqs = requests(port)
-        send(port, reqs, 300)
+        send(port, reqs, 300, tls=tls)
         subprocess.run(["callgrind_control", "-i", "on", str(e.pid)], check=True, capture_output=True)
-        send(port, reqs, n)
+        send(port, reqs, n, tls=tls)
         subprocess.run(["callgrind_control", "-d", str(e.pid)], check=True, capture_output=True)
     finally:
         e.stop()
@@ -156,6 +169,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("variants", nargs="+")
     ap.add_argument("--requests", type=int, default=1000)
+    ap.add_argument("--tls", action="store_true",
+                    help="send over the TLS listener (the fingerprint headers written, the handshakes counted: "
+                         "compare variants with each other, not with plain-HTTP runs)")
     ap.add_argument("--keep", type=Path, metavar="DIR",
                     help="keep the callgrind output files here (for callgrind_annotate or kcachegrind)")
     args = ap.parse_args(argv)
@@ -177,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
         with tqdm(args.variants, desc="callgrind", unit="variant", disable=None, leave=False) as progress:
             for v in progress:
                 progress.set_postfix_str(v[:40])
-                p = measure(v, args.requests, work)
+                p = measure(v, args.requests, work, args.tls)
                 total = sum(p.values())
                 first = total if first is None else first
                 with tqdm.external_write_mode():

@@ -92,9 +92,10 @@ def build_noop() -> Path:
 
 def bench_config(variant: str, models: tuple[render_envoy.ModelPolicy, ...], wasm_path: Path | None = None,
                  sidecar_port: int | None = None, outputs: tuple[str, ...] = ()) -> dict:
-    cfg = render_envoy.load_config()
+    cfg = render_envoy.load_config(tls=True)
     cfg["admin"]["address"]["socket_address"]["port_value"] = 0
-    cfg["static_resources"]["listeners"][0]["address"]["socket_address"]["port_value"] = 0
+    for listener in cfg["static_resources"]["listeners"]:  # the edge listener, and the TLS one
+        listener["address"]["socket_address"]["port_value"] = 0
     hcm = render_envoy.hcm(cfg)
     hcm.pop("access_log", None)  # the same for every variant; left out to keep the noise down
     hcm["route_config"]["virtual_hosts"][0]["routes"] = [
@@ -122,12 +123,41 @@ def bench_config(variant: str, models: tuple[render_envoy.ModelPolicy, ...], was
     return cfg
 
 
+# The signals (`fingerprints`, velocity's `counts` and `shares`, `bots`; `signals`: all) as a plugin configuration
+# has them for a model that reads all their features: the features listed in the feature log's
+# (computed for every request, logged for none at rate 0) and the sections they need. Velocity is
+# keyed on its costliest key (the address and the JA4); the verified bots' directory is on a
+# cluster nobody serves (the bench's requests are unsigned; benches/benches/signatures.rs times a
+# signature's verification).
+SIGNALS = {
+    "fingerprints": ([{"name": "tls_ja4", "buckets": 4096}, {"name": "tls_ja4_a", "buckets": 1024},
+                      {"name": "tls_ja4_ciphers"}, {"name": "tls_ja4_extensions"},
+                      {"name": "tls_ja4_alpn", "buckets": 64}, {"name": "tls_ja3", "buckets": 4096}], {}),
+    "counts": ([{"name": f} for f in ("client_requests_10s", "client_requests_60s", "client_paths_60s")],
+               {"velocity": {"key": "address+ja4"}}),
+    # The shares need each request's answer: a read of `response.code` as the stream ends.
+    "shares": ([{"name": f} for f in ("client_4xx_share_60s", "client_403_share_60s")],
+               {"velocity": {"key": "address+ja4"}}),
+    "bots": ([{"name": "verified_bot"}, {"name": "verified_bot_agent", "buckets": 16}],
+             {"verified_bots": {"directories": [{"name": "bench", "cluster": "backend", "path": "/keys"}], "action": "tag"}}),
+}
+
+
+def add_signals(cfg: dict, outputs: tuple[str, ...]) -> None:
+    names = [n for n in SIGNALS if n in outputs or "signals" in outputs]
+    if names:
+        cfg["feature_log"] = {"sample_rate": 0, "features": [f for n in names for f in SIGNALS[n][0]]}
+    for n in names:
+        cfg.update(SIGNALS[n][1])
+
+
 def bench_plugin_config(models: tuple[render_envoy.ModelPolicy, ...], outputs: tuple[str, ...] = ()) -> dict:
     """What (b) and (d) score with: every model runs, nothing answers locally (thresholds above 1:
     the same reply as (a)). The outputs are the defaults — one header, no filter state, the
     per-model metrics on — unless `outputs` names others (callgrind.py measures each):
     `decision` (the decision in a header of its own), `state` (filter state for access logs),
-    `no_model_metrics`."""
+    `no_model_metrics`, `fingerprints`, `counts`, `shares`, `bots` or `signals` (the features of those
+    signals computed for each request, as a model reading them all would have them: `SIGNALS`)."""
     never = tuple(dataclasses.replace(m, threshold=1.5) for m in models)
     cfg = render_envoy.plugin_config("enforce", never)
     # The demo's configuration turns the second header and filter state on (its access log).
@@ -140,8 +170,11 @@ def bench_plugin_config(models: tuple[render_envoy.ModelPolicy, ...], outputs: t
             cfg["filter_state"] = True
         elif o == "no_model_metrics":
             cfg["metrics"] = {"score_histograms": False, "model_counters": False}
+        elif o in SIGNALS or o == "signals":
+            pass
         else:
-            raise ValueError(f"unknown output option {o!r} (decision, state, no_model_metrics)")
+            raise ValueError(f"unknown output option {o!r} (decision, state, no_model_metrics, {', '.join(SIGNALS)}, signals)")
+    add_signals(cfg, outputs)
     return cfg
 
 
@@ -259,6 +292,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rate", type=float, help="also measure latency open-loop at this many requests/s with oha "
                                                "(below every variant's capacity), after each wrk run")
     ap.add_argument("--oha", type=Path, default=oha.OHA, help="the oha binary for --rate")
+    ap.add_argument("--with", dest="with_outputs", action="append", default=[], metavar="OPTIONS",
+                    help="also measure edgescore and native (those in --variants) with these options of "
+                         "bench_plugin_config, side by side: `signals`, `counts+bots`, `decision+state` (repeatable)")
     ap.add_argument("--json", type=Path, help="also write the results here")
     ap.add_argument("--write-readme", action="store_true", help="replace the results section of README.md")
     args = ap.parse_args(argv)
@@ -312,7 +348,10 @@ def main(argv: list[str] | None = None) -> int:
     if missing:
         print("missing: " + ", ".join(map(str, missing)), file=sys.stderr)
         return 2
-    variants = selected + tuple(compare) + ((*HOSTCALLS, ALL_CALLS) if args.hostcalls else ())
+    extras = tuple(f"{base}@{o}" for o in args.with_outputs for base in ("edgescore", "native") if base in selected)
+    for v in extras:
+        bench_plugin_config(models, tuple(v.partition("@")[2].split("+")))  # an unknown option fails here, not in Envoy
+    variants = selected + tuple(compare) + extras + ((*HOSTCALLS, ALL_CALLS) if args.hostcalls else ())
     results: dict[str, list[dict]] = {v: [] for v in variants}
     try:
         ports = {}
@@ -321,7 +360,9 @@ def main(argv: list[str] | None = None) -> int:
                 config = bench_plugin_config(models) if v == "authz-rust" else ort_parity.sidecar_config(CLI, threshold=1.5)
                 running[v] = sidecars.Sidecar(v, work, config, args.envoy_cpu)
                 running[v].start()
-            e = envoyctl.Envoy(bench_config(v, models, compare.get(v), running[v].port if v in running else None),
+            kind, _, opts = v.partition("@")
+            outputs = tuple(opts.split("+")) if opts else ()
+            e = envoyctl.Envoy(bench_config(kind, models, compare.get(v), running[v].port if v in running else None, outputs),
                                work / v.replace(":", "-"), name=v.replace(":", "-"), concurrency=1, log_level="warning",
                                cpu=args.envoy_cpu)
             envoys[v] = e
@@ -388,7 +429,8 @@ def main(argv: list[str] | None = None) -> int:
               "authz-ort": "(e) ext_authz → Python sidecar (ONNX Runtime)",
               "native": "(f) edgescore as the native dynamic module"}
     labels.update({v: f"(b) from `{v[5:]}` (`{p}`)" for v, p in compare.items()})
-    for v in (*VARIANTS[:2], *compare, *VARIANTS[2:]):
+    labels.update({v: f"{labels[v.partition('@')[0]].split(' ', 1)[0]} with `{v.partition('@')[2]}`" for v in extras})
+    for v in (*VARIANTS[:2], *compare, *VARIANTS[2:], *extras):
         if v not in med:
             continue
         m = med[v]
@@ -400,7 +442,7 @@ def main(argv: list[str] | None = None) -> int:
         lines += ["", f"Latency open-loop at {args.rate:,.0f} req/s (oha `-q {args.rate:g} --latency-correction`, "
                   f"{args.connections} connections, one browser-like request; medians of the rounds' percentiles):", "",
                   "| variant | p50 | p99 | p999 | req/s achieved | non-200 |", "|---|---:|---:|---:|---:|---:|"]
-        for v in (*VARIANTS[:2], *compare, *VARIANTS[2:]):
+        for v in (*VARIANTS[:2], *compare, *VARIANTS[2:], *extras):
             if v in med:
                 m = med[v]
                 lines.append(f"| {labels[v]} | {m['ol_p50_us'] / 1000:.2f} ms | {m['ol_p99_us'] / 1000:.2f} ms | "

@@ -77,6 +77,15 @@ fn no_heap_allocation_with_tls_fingerprints() {
     assert_no_heap_allocation(&tls_config(), false, true);
 }
 
+/// Every fingerprint and velocity feature computed for the feature log alone
+/// (`feature_log.features`), every request logged, with and without TLS.
+#[test]
+fn no_heap_allocation_with_signals_logged() {
+    let features = r#"[{"name":"tls_ja4","buckets":4096},{"name":"tls_ja4_a","buckets":1024},{"name":"tls_ja4_ciphers"},{"name":"tls_ja4_extensions"},{"name":"tls_ja4_alpn","buckets":64},{"name":"tls_ja3","buckets":4096},{"name":"client_requests_10s"},{"name":"client_requests_60s"},{"name":"client_paths_60s"},{"name":"client_4xx_share_60s"},{"name":"client_403_share_60s"}]"#;
+    let config = two_model_config("shadow", &format!(r#","feature_log":{{"sample_rate":1,"features":{features}}},"velocity":{{"key":"address+ja4"}}"#));
+    assert_no_heap_allocation(&config, false, true);
+}
+
 /// With reasons: every blocked request (few headers) and half the others get them, in filter
 /// state and in the feature-log line.
 #[test]
