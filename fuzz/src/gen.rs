@@ -400,6 +400,7 @@ pub fn model(u: &mut Unstructured, cfg: Cfg) -> Result<ModelIr> {
     let task = *u.choose(&[Task::Regression, Task::BinaryClassification, Task::MulticlassClassification]).unwrap_or(&Task::Regression);
     let covers = if u.ratio(1, 3)? { Some(covers(u, &trees, cfg.allow_bad)?) } else { None };
     Ok(ModelIr {
+        ua_fingerprints: Vec::new(),
         name: short_string(u)?,
         version: short_string(u)?,
         source,
