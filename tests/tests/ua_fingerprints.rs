@@ -111,7 +111,7 @@ fn each_model_reads_its_own_table() {
     let (bot, scanner) = (consistency_model("bot", NEW_TABLE), consistency_model("scanner", OLD_TABLE));
     let mut scorer = Scorer::new(&PluginConfig::parse(config(&[&bot, &scanner]).as_bytes()).unwrap(), 1).unwrap();
     let names: Vec<&str> = scorer.slots().iter().map(|s| s.name.as_str()).collect();
-    assert!(names.iter().filter(|n| n.starts_with("tls_ua_consistent/")).count() == 2, "{names:?}");
+    assert!(names.iter().filter(|n| n.starts_with("tls_ua_consistent#")).count() == 2, "{names:?}");
     let (low, high) = (1.0 / (1.0 + 3f32.exp()), 1.0 / (1.0 + (-3f32).exp()));
     // Chrome's new signature algorithms: consistent by bot's prefix, not by scanner's JA4.
     assert_eq!(scores(&mut scorer, CHROME_UA, CHROME_NEXT, true), [low, high]);
@@ -120,7 +120,7 @@ fn each_model_reads_its_own_table() {
     assert_eq!(scores(&mut scorer, CHROME_UA, "t13i3111h2_e8f1e7e78f70_b26ce05bbdd6", true), [high, high]);
     // The feature log shows both answers.
     let log = String::from_utf8(scorer.feature_log().to_vec()).unwrap();
-    assert_eq!(log.matches(r#""tls_ua_consistent/"#).count(), 2, "{log}");
+    assert_eq!(log.matches(r#""tls_ua_consistent#"#).count(), 2, "{log}");
     // Equal tables share a slot, named as the catalogue names it.
     let twin = consistency_model("scanner", NEW_TABLE);
     let scorer = Scorer::new(&PluginConfig::parse(config(&[&bot, &twin]).as_bytes()).unwrap(), 1).unwrap();

@@ -47,9 +47,11 @@ pub struct FeaturePlan {
     /// Per feature: its index in `watched`.
     watch_index: Vec<usize>,
     /// The distinct UA fingerprint tables of the models (`tls_ua_consistent`). A table is part
-    /// of the feature's identity: each distinct table is one planned feature, so every model
-    /// reads its own table's answer, models with equal tables share one, and per request the
-    /// family and the JA4 are read once for all of them.
+    /// of the feature's identity, as a bucket count is of a categorical slot's: each distinct
+    /// table is one planned feature with its own slot, so each model reads its own table's
+    /// answer through the gather list it has anyway (nothing per model in `Scorer` or
+    /// `ModelSet`), equal tables share one, and per request the family and the JA4 are read
+    /// once for all of them.
     ua_tables: Vec<UaTable>,
     /// Per feature: its index in `ua_tables` (`usize::MAX` if it reads none).
     table_index: Vec<usize>,
@@ -609,6 +611,7 @@ mod tests {
         let (_, v) = extract(&TLS, &[("x-edgescore-ja4", "junk"), ("x-edgescore-ja3", "e7d705a3286e19ea42f587b344ee6865")], over_tls);
         assert_eq!((v.hash[0], v.hash[5].is_some()), (None, true));
     }
+
     fn ua_table(entries: &[(&str, &str)]) -> UaTable {
         let mut e: Vec<_> = entries.iter().map(|(f, p)| crate::artifact::layout::UaFingerprint::new(f.as_bytes(), p.as_bytes()).unwrap()).collect();
         e.sort();

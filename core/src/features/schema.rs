@@ -30,7 +30,7 @@ pub enum SchemaError {
 #[derive(Debug, Clone)]
 pub struct Slot {
     /// The catalogue name; `name/buckets` when the same categorical feature has several
-    /// bucket counts in one schema, `tls_ua_consistent/<table digest>` when models with
+    /// bucket counts in one schema, `tls_ua_consistent#<table digest>` when models with
     /// different UA fingerprint tables read it.
     pub name: String,
     pub buckets: u32,
@@ -73,11 +73,12 @@ impl FeatureSchema {
         self.slots.push(Slot { name: name.to_string(), buckets, feature: f });
         if clash {
             let plan = &self.plan;
+            // `#`, not `/`: a `/N` suffix is a bucket count to readers of the feature log.
             let qualified = |s: &Slot| match plan.ua_table(s.feature) {
-                Some(t) if s.buckets == 0 => format!("{name}/{:08x}", t.digest()),
+                Some(t) if s.buckets == 0 => format!("{name}#{:08x}", t.digest()),
                 _ => format!("{name}/{}", s.buckets),
             };
-            for s in self.slots.iter_mut().filter(|s| plan.features()[s.feature] == plan.features()[f] && !s.name.contains('/')) {
+            for s in self.slots.iter_mut().filter(|s| plan.features()[s.feature] == plan.features()[f] && s.name == name) {
                 s.name = qualified(s);
             }
         }
@@ -165,7 +166,7 @@ mod tests {
         assert_eq!(s.slot_reading("tls_ua_consistent", 0, Some(&old)), Ok(0));
         assert_eq!(s.slot_reading("tls_ua_consistent", 0, Some(&new)), Ok(1));
         let names: Vec<&str> = s.slots().iter().map(|s| s.name.as_str()).collect();
-        assert_eq!(names, [format!("tls_ua_consistent/{:08x}", old.digest()), format!("tls_ua_consistent/{:08x}", new.digest())]);
+        assert_eq!(names, [format!("tls_ua_consistent#{:08x}", old.digest()), format!("tls_ua_consistent#{:08x}", new.digest())]);
         assert_ne!(names[0], names[1]);
         assert_eq!(s.properties(), Properties { tls_version: true, ..Properties::default() });
     }

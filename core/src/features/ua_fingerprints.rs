@@ -78,7 +78,7 @@ impl UaTable {
     }
 
     /// A short digest of the table, naming its slot when models with different tables share a
-    /// schema (`tls_ua_consistent/1a2b3c4d`).
+    /// schema (`tls_ua_consistent#1a2b3c4d`).
     pub fn digest(&self) -> u32 {
         xxhash_rust::xxh3::xxh3_64(bytemuck::cast_slice(&self.entries)) as u32
     }
