@@ -21,6 +21,7 @@ fn leaf(value: f64) -> Node {
 
 fn model(name: &str, n_features: usize, n_outputs: usize, link: Link, aggregate: Aggregate, trees: Vec<Tree>) -> ModelIr {
     ModelIr {
+        ua_fingerprints: Vec::new(),
         name: name.into(),
         version: "1".into(),
         source: SourceFormat::Onnx,

@@ -138,7 +138,7 @@ def test_max_format_for_a_fleet_not_yet_upgraded(tmp_path):
     rows = FIXTURE / "rows.csv"
     assert run("score", str(new), "--csv", str(rows)).stdout == run("score", str(old), "--csv", str(rows)).stdout
     assert run("score", str(five), "--csv", str(rows)).stdout == run("score", str(old), "--csv", str(rows)).stdout
-    assert_clean_error(run("compile", str(FIXTURE / "model.json"), "-o", str(old), "--max-format", "7"), "this build writes 1 to 6")
+    assert_clean_error(run("compile", str(FIXTURE / "model.json"), "-o", str(old), "--max-format", "8"), "this build writes 1 to 7")
     cat = REPO / "tests" / "models" / "catboost_binary" / "model.json"
     assert_clean_error(run("compile", str(cat), "-o", str(old), "--max-format", "2"), "oblivious trees need format 3")
 
@@ -167,6 +167,52 @@ def test_compile_with_a_drift_reference(tmp_path):
     bad = tmp_path / "bad.csv"
     bad.write_text("a,b\n1,2\n")
     assert_clean_error(run("compile", str(FIXTURE / "model.json"), "-o", str(drift), "--reference", str(bad)), "no column for feature")
+
+
+def test_compile_with_a_ua_fingerprint_table(tmp_path):
+    """`--ua-fingerprints` stores the table `tls_ua_consistent` reads (format 7), which `inspect`
+    shows and `features` reads from the artifact; a model that reads the feature without a table,
+    a malformed or oversized table, or a fleet on format 6 is a clean error."""
+    names = ["header_count", "path_length", "path_depth", "query_length", "query_param_count", "cookie_count", "tls_ja4_ciphers",
+             "tls_ua_consistent"]
+    schema, esm, model = tmp_path / "schema.json", tmp_path / "m.esm", str(FIXTURE / "model.json")
+    schema.write_text(json.dumps({"features": [{"name": n} for n in names]}))
+    table = REPO / "models" / "example" / "ua_fingerprints.json"
+    p = run("compile", model, "-o", str(esm), "--schema", str(schema), "--ua-fingerprints", str(table))
+    assert p.returncode == 0, p.stderr
+    assert version(esm) == 7
+    report = json.loads(run("inspect", "--json", str(esm)).stdout)["ua_fingerprints"]
+    assert report["chrome"] == ["t13d1516h2_8daaf6152771_*"], report
+    assert "UA fingerprints" in run("inspect", str(esm)).stdout
+    plain = tmp_path / "plain.esm"
+    assert run("compile", model, "-o", str(plain)).returncode == 0
+    assert json.loads(run("inspect", "--json", str(plain)).stdout)["ua_fingerprints"] is None
+    # The filter's features for a request over TLS, from the artifact's own table.
+    requests, out = tmp_path / "req.jsonl", tmp_path / "features.csv"
+    chrome_ua = "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/143.0.0.0 Safari/537.36"
+    lines = [{"headers": [[":path", "/"], ["user-agent", ua], ["x-edgescore-ja4", "t13d1516h2_8daaf6152771_d8a2da3f94cd"]],
+              "properties": {"connection.tls_version": tls}} for ua, tls in ((chrome_ua, "TLSv1.3"), ("curl/8.5.0", "TLSv1.3"), (chrome_ua, ""))]
+    requests.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    p = run("features", "--schema", str(esm), "--hash-key", "0123456789abcdef", "--requests", str(requests), "-o", str(out))
+    assert p.returncode == 0, p.stderr
+    header, *rows = out.read_text().splitlines()
+    assert header.split(",")[-1] == "tls_ua_consistent"
+    assert [r.split(",")[-1] for r in rows] == ["1", "0", ""]
+
+    assert_clean_error(run("compile", model, "-o", str(esm), "--schema", str(schema)), "needs a UA fingerprint table: compile with --ua-fingerprints")
+    assert_clean_error(run("compile", model, "-o", str(esm), "--schema", str(schema), "--ua-fingerprints", str(table), "--max-format", "6"),
+                       "need format 7")
+    bad = tmp_path / "bad.json"
+    for text, needle in [
+        ('{"families": {"chromium": ["t13d*"]}}', "unknown user-agent family `chromium` (ua_family names: "),
+        ('{"families": {"chrome": ["t13d1516h2"]}}', "`t13d1516h2` is neither a JA4"),
+        ('{"families": {"chrome": ["t13d*"]}, "extra": 1}', "unknown field `extra`"),
+        ("[", "is not a UA fingerprint table"),
+    ]:
+        bad.write_text(text)
+        assert_clean_error(run("compile", model, "-o", str(esm), "--schema", str(schema), "--ua-fingerprints", str(bad)), needle)
+    bad.write_text(" " * (1 << 20) + "{}")
+    assert_clean_error(run("compile", model, "-o", str(esm), "--ua-fingerprints", str(bad)), "more than a UA fingerprint table may be")
 
 
 def test_corrupted_artifact_is_refused(tmp_path):

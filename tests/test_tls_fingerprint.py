@@ -8,7 +8,10 @@ feature vector is checked against the fingerprints Envoy's access log reports fo
 (`%TLS_JA4_FINGERPRINT%`, `%TLS_JA3_FINGERPRINT%`): the counts read here from the string, the
 hashed categories as the CLI computes them from those strings (the core's extraction, not the
 filter's run). A forged header is overwritten over TLS, and ignored over plain HTTP (where Envoy
-writes none and the filter reads none), where every feature is missing.
+writes none and the filter reads none), where every feature is missing. The model also reads
+`tls_ua_consistent` by its own UA fingerprint table (`compile --ua-fingerprints`): 1 for curl's
+handshake under curl's user agent, 0 under Chrome's, missing for a family the table does not
+list and on plain HTTP.
 """
 
 from __future__ import annotations
@@ -38,27 +41,35 @@ TLS_FEATURES = {"tls_ja4": 4096, "tls_ja4_a": 1024, "tls_ja4_ciphers": 0, "tls_j
 FORGED_JA4 = "t13d1516h2_8daaf6152771_d8a2da3f94cd"
 FORGED_JA3 = "e7d705a3286e19ea42f587b344ee6865"
 FORGED = {"x-edgescore-ja4": FORGED_JA4, "x-edgescore-ja3": FORGED_JA3}
+# The model's UA fingerprint table: curl to 127.0.0.1 speaks TLS 1.3 over TCP (SNI or not, its
+# own cipher and extension set), Chrome's set is the one its JA4 names.
+UA_TABLE = {"families": {"curl": ["t13i*", "t13d*"], "chrome": ["t13d1516h2_8daaf6152771_*"]}}
+CHROME_UA = "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/143.0.0.0 Safari/537.36"
 NS = render_envoy.NATIVE_STATS_PREFIX
 
 
 @pytest.fixture(scope="module")
 def model(tmp_path_factory) -> Path:
-    """A small XGBoost model over every TLS feature, compiled with their schema."""
+    """A small XGBoost model over every TLS feature and `tls_ua_consistent`, compiled with their
+    schema and `UA_TABLE`."""
     xgb = module("xgboost")
     if not Path(edgescore_bin()).is_file():
         missing(f"the CLI is not built: {edgescore_bin()}")
     out = tmp_path_factory.mktemp("tls-model")
     rng = np.random.default_rng(7)
-    names = list(TLS_FEATURES)
-    X = np.column_stack([rng.integers(0, b or 100, 200) for b in TLS_FEATURES.values()]).astype(np.float32)
+    buckets = {**TLS_FEATURES, "tls_ua_consistent": 0}
+    names = list(buckets)
+    X = np.column_stack([rng.integers(0, b or 100, 200) for b in buckets.values()]).astype(np.float32)
     y = (X[:, 2] > 20).astype(np.float32)
     booster = xgb.train({"objective": "binary:logistic", "max_depth": 2, "seed": 7, "nthread": 1},
                         xgb.DMatrix(X, label=y, feature_names=names), num_boost_round=3)
     booster.save_model(str(out / "tls.json"))
-    (out / "schema.json").write_text(json.dumps(feature_log.schema_for(names, TLS_FEATURES)))
+    (out / "schema.json").write_text(json.dumps(feature_log.schema_for(names, buckets)))
+    (out / "ua_fingerprints.json").write_text(json.dumps(UA_TABLE))
     esm = out / "tls.esm"
     subprocess.run([edgescore_bin(), "compile", str(out / "tls.json"), "--schema", str(out / "schema.json"),
-                    "--name", "tls", "--version", "t1", "-o", str(esm)], check=True, capture_output=True)
+                    "--ua-fingerprints", str(out / "ua_fingerprints.json"), "--name", "tls", "--version", "t1", "-o", str(esm)],
+                   check=True, capture_output=True)
     return esm
 
 
@@ -188,6 +199,44 @@ def test_plain_http_has_no_fingerprint_forged_or_not(running, kind, upstream, tm
         assert record["ja4"] in (None, "-"), record
         # Envoy wrote nothing: the upstream gets what the client sent, which the filter ignored.
         assert forwarded(upstream, path) == [(k, v) for k, v in headers.items()], path
+
+
+def core_consistency(model: Path, ua: str | None, ja4: str | None, tls: bool, tmp_path: Path) -> float | None:
+    """`tls_ua_consistent` as the core computes it for such a request, by the artifact's own
+    table (`edgescore features --schema MODEL.esm`)."""
+    headers = [[k, v] for k, v in (("user-agent", ua), ("x-edgescore-ja4", ja4)) if v is not None]
+    src, out = tmp_path / "ua-req.jsonl", tmp_path / "ua-features.csv"
+    request = {"headers": [[":method", "GET"], [":path", "/"], *headers], "properties": {"connection.tls_version": "TLSv1.3" if tls else ""}}
+    src.write_text(json.dumps(request) + "\n")
+    subprocess.run([edgescore_bin(), "features", "--schema", str(model), "--hash-key", render_envoy.hash_key(),
+                    "--requests", str(src), "-o", str(out)], check=True, capture_output=True)
+    names, values = out.read_text().splitlines()[:2]
+    value = dict(zip(names.split(","), values.split(",")))["tls_ua_consistent"]
+    return float(value) if value else None
+
+
+def test_the_ua_fingerprint_table_travels_in_the_model(running, kind, model, tmp_path):
+    tls_port = running.envoy.listener_port(render_envoy.TLS_LISTENER)
+    sent = {
+        f"/{kind}/ua-curl": ({}, "tls"),
+        f"/{kind}/ua-curl-as-chrome": ({"user-agent": CHROME_UA}, "tls"),
+        f"/{kind}/ua-python": ({"user-agent": "python-requests/2.32.3"}, "tls"),
+        f"/{kind}/ua-plain-chrome": ({"user-agent": CHROME_UA, **FORGED}, "plain"),
+    }
+    for path, (headers, how) in sent.items():
+        if "curl" in path:
+            assert curl_get(tls_port, path, headers) == 200
+        else:
+            assert python_get(tls_port if how == "tls" else running.port, path, headers, tls=how == "tls") == 200
+    log = logged(running, list(sent))
+    got = {path: as_float(obj["features"]["tls_ua_consistent"]) for path, (obj, _) in log.items()}
+    assert got == {f"/{kind}/ua-curl": 1.0, f"/{kind}/ua-curl-as-chrome": 0.0, f"/{kind}/ua-python": None, f"/{kind}/ua-plain-chrome": None}, got
+    # The same by the core, from the artifact's own table and the request as Envoy logged it.
+    for path, (obj, record) in log.items():
+        headers, how = sent[path]
+        ua = headers.get("user-agent") or record.get("user_agent")
+        ja4 = record["ja4"] if how == "tls" else FORGED_JA4
+        assert got[path] == core_consistency(model, ua, ja4, how == "tls", tmp_path), (path, ja4, ua)
 
 
 def test_native_module_allocates_nothing_with_fingerprints(model, upstream, start_envoy, monkeypatch):

@@ -8,6 +8,8 @@
 
 use crate::schema::SchemaFile;
 use anyhow::{bail, Context, Result};
+use edgescore_core::artifact::layout::UaFingerprint;
+use edgescore_core::features::ua_fingerprints::UaTable;
 use edgescore_core::features::FeatureSchema;
 use edgescore_core::{HeaderMap, Property, Request};
 use serde::Deserialize;
@@ -21,14 +23,17 @@ struct RecordedRequest {
     properties: BTreeMap<String, String>,
 }
 
-/// Writes a CSV (header = slot names; empty cell = missing) of the schema's features.
-pub fn write_table(schema: &SchemaFile, hash_key: &str, input: impl BufRead, mut out: impl Write) -> Result<usize> {
+/// Writes a CSV (header = slot names; empty cell = missing) of the schema's features;
+/// `tls_ua_consistent` reads `ua_fingerprints` (a model's table, `--ua-fingerprints`).
+pub fn write_table(schema: &SchemaFile, ua_fingerprints: &[UaFingerprint], hash_key: &str, input: impl BufRead, mut out: impl Write) -> Result<usize> {
     if hash_key.len() < edgescore_core::features::hash::MIN_KEY_LEN {
         bail!("the hash key must be at least {} bytes (use the filter's `hash_key`)", edgescore_core::features::hash::MIN_KEY_LEN);
     }
+    crate::ua_fingerprints::require_table(schema.features.iter().map(|f| &f.name), ua_fingerprints)?;
+    let table = (!ua_fingerprints.is_empty()).then(|| UaTable::new(ua_fingerprints));
     let mut fs = FeatureSchema::new(hash_key.as_bytes());
     for f in &schema.features {
-        fs.slot(&f.name, f.buckets)?;
+        fs.slot_reading(&f.name, f.buckets, table.as_ref())?;
     }
     let names: Vec<&str> = fs.slots().iter().map(|s| s.name.as_str()).collect();
     writeln!(out, "{}", names.join(","))?;

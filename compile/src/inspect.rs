@@ -39,6 +39,9 @@ pub struct Report {
     pub base_score: Vec<f64>,
     /// The drift reference `compile --reference` stored (`null` without one).
     pub drift_reference: Option<DriftReport>,
+    /// The UA fingerprint table `compile --ua-fingerprints` stored, family → JA4 patterns
+    /// (`null` without one).
+    pub ua_fingerprints: Option<std::collections::BTreeMap<String, Vec<String>>>,
 }
 
 /// Per input and per output: the bin edges and each bin's reference share (the last bin is
@@ -159,7 +162,17 @@ pub fn report(e: &TreeEnsemble) -> Report {
         checksum: format!("{:016x}", e.checksum()),
         base_score: e.base_score().to_vec(),
         drift_reference: drift_report(e),
+        ua_fingerprints: ua_fingerprints_report(e),
     }
+}
+
+pub fn ua_fingerprints_report(e: &TreeEnsemble) -> Option<std::collections::BTreeMap<String, Vec<String>>> {
+    let mut table = std::collections::BTreeMap::<String, Vec<String>>::new();
+    for entry in e.ua_fingerprints() {
+        let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+        table.entry(text(entry.family())).or_default().push(text(entry.pattern()));
+    }
+    (!table.is_empty()).then_some(table)
 }
 
 /// An input's name, or for CTR feature `k` (index `n_features + k`) `ctr{k}(` its
@@ -225,6 +238,13 @@ pub fn render_text(r: &Report) -> String {
     if let Some(d) = &r.drift_reference {
         let bins: usize = d.features.iter().chain(&d.outputs).map(|f| f.shares.len()).sum();
         line("drift reference", format!("{} inputs and {} outputs, {bins} bins (inspect --json or --html shows them)", d.features.len(), d.outputs.len()));
+    }
+    if let Some(t) = &r.ua_fingerprints {
+        let n: usize = t.values().map(Vec::len).sum();
+        line("UA fingerprints", format!("{n} entries for {} families (tls_ua_consistent)", t.len()));
+        for (family, patterns) in t {
+            s.push_str(&format!("  {family:<20}{}\n", patterns.join(" ")));
+        }
     }
     s.push_str("features used (splits):\n");
     let mut used: Vec<&FeatureUse> = r.features_used.iter().collect();

@@ -8,7 +8,7 @@
 //! artifacts. What both need to agree on — the source format, task and link recorded in an
 //! artifact — is defined once, in `edgescore_core::artifact::meta`.
 
-pub use edgescore_core::artifact::layout::{ctr_part, CtrPart};
+pub use edgescore_core::artifact::layout::{ctr_part, CtrPart, UaFingerprint};
 pub use edgescore_core::artifact::{Link, SourceFormat, Task};
 
 /// How tree outputs combine into a margin.
@@ -157,6 +157,10 @@ pub struct ModelIr {
     /// How much training data reached each node, where the source records it: what node
     /// expected values and TreeSHAP weigh by (the artifact's NODE_VALUES section).
     pub covers: Option<Covers>,
+    /// The table `tls_ua_consistent` reads (`compile --ua-fingerprints`; the artifact's
+    /// UA_FINGERPRINTS section): sorted, valid by `edgescore_core::features::ua_fingerprints::check`;
+    /// empty without one.
+    pub ua_fingerprints: Vec<UaFingerprint>,
 }
 
 /// Per tree, the cover of each node: `per_tree[t][i]` for `trees[t].nodes[i]`, or for an
@@ -192,6 +196,7 @@ impl ModelIr {
     /// version "1"): what hand-built test models start from.
     pub fn binary_logistic(name: &str, features: Vec<FeatureDef>, trees: Vec<Tree>) -> ModelIr {
         ModelIr {
+            ua_fingerprints: Vec::new(),
             name: name.into(),
             version: "1".into(),
             source: SourceFormat::XGBoost,

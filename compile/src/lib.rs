@@ -11,6 +11,7 @@ pub mod registry;
 pub mod report;
 pub mod rows;
 pub mod schema;
+pub mod ua_fingerprints;
 pub mod write;
 
 use anyhow::{Context, Result};
@@ -88,7 +89,7 @@ pub fn compile_with_reference(model: &ModelIr, max_format: u32, reference_rows: 
         anyhow::bail!("a drift reference (--reference) needs format {DRIFT_FORMAT}, above the highest format asked for ({max_format})");
     }
     // Laid out as the final artifact is, less the reference: the same scores.
-    let plain = crate::write::write_for(model, DRIFT_FORMAT - 1)?;
+    let plain = crate::write::write_for(model, max_format)?;
     let loaded = edgescore_core::Model::load(&plain).context("the compiled artifact failed validation (compiler bug)")?;
     let e = loaded.ensemble();
     let rows = crate::rows::read_rows(reference_rows, e)?;
@@ -111,6 +112,8 @@ pub struct SourceOptions<'a> {
     pub version: Option<&'a str>,
     /// The feature schema (`schema::SchemaFile`) to stamp into the artifact.
     pub schema: Option<&'a Path>,
+    /// The UA fingerprint table (`ua_fingerprints`) to store in the artifact.
+    pub ua_fingerprints: Option<&'a Path>,
 }
 
 /// A trained model's IR as `compile` makes it: read, named, versioned, schema applied.
@@ -124,6 +127,10 @@ pub fn read_source(path: &Path, bytes: &[u8], options: &SourceOptions) -> Result
         let s = schema::SchemaFile::read(schema_path)?;
         schema::apply(&mut ir, &s).with_context(|| format!("{} does not fit schema {}", path.display(), schema_path.display()))?;
     }
+    if let Some(table) = options.ua_fingerprints {
+        ir.ua_fingerprints = ua_fingerprints::read(table)?;
+    }
+    ua_fingerprints::require_table(ir.features.iter().map(|f| &f.name), &ir.ua_fingerprints).with_context(|| format!("cannot compile {}", path.display()))?;
     Ok(ir)
 }
 
@@ -140,9 +147,9 @@ pub fn load_for_inspect(path: &Path, options: &SourceOptions) -> Result<Inspecte
     // artifact validator's error (which names the damage), not "cannot tell the format".
     let named_esm = path.extension().is_some_and(|e| e == "esm");
     if named_esm || bytes.starts_with(&edgescore_core::artifact::layout::MAGIC) {
-        let given = options.schema.is_some() || options.name.is_some() || options.version.is_some();
+        let given = options.schema.is_some() || options.name.is_some() || options.version.is_some() || options.ua_fingerprints.is_some();
         if given || options.format != readers::Format::Auto {
-            anyhow::bail!("{} is a compiled artifact: --schema, --format, --name and --version apply to trained models", path.display());
+            anyhow::bail!("{} is a compiled artifact: --schema, --ua-fingerprints, --format, --name and --version apply to trained models", path.display());
         }
         let model = edgescore_core::Model::load(&bytes).with_context(|| format!("{} is not a valid artifact", path.display()))?;
         return Ok(Inspected { model, origin: report::Origin::Artifact });

@@ -45,11 +45,22 @@ struct SourceArgs {
     /// count of each hashed categorical. Needed for models the filter will run.
     #[arg(long)]
     schema: Option<PathBuf>,
+    /// The table `tls_ua_consistent` reads (JSON: user-agent family → the JA4s, or JA4
+    /// prefixes ending in `*`, its real clients present), stored in the artifact (format 7;
+    /// docs/security-teams.md, "TLS fingerprints").
+    #[arg(long, value_name = "TABLE.json")]
+    ua_fingerprints: Option<PathBuf>,
 }
 
 impl SourceArgs {
     fn options(&self) -> SourceOptions<'_> {
-        SourceOptions { format: self.format, name: self.name.as_deref(), version: self.version.as_deref(), schema: self.schema.as_deref() }
+        SourceOptions {
+            format: self.format,
+            name: self.name.as_deref(),
+            version: self.version.as_deref(),
+            schema: self.schema.as_deref(),
+            ua_fingerprints: self.ua_fingerprints.as_deref(),
+        }
     }
 }
 
@@ -101,6 +112,10 @@ enum Command {
         /// Print the feature catalogue instead.
         #[arg(long)]
         list: bool,
+        /// The UA fingerprint table `tls_ua_consistent` reads (as `compile` takes it), for a
+        /// schema file; an artifact brings its own.
+        #[arg(long, value_name = "TABLE.json")]
+        ua_fingerprints: Option<PathBuf>,
     },
     /// Describe an artifact: trees, nodes, depths, features, size, checksum. Given a trained
     /// model instead, compile it in memory first (as `compile` would, nothing written).
@@ -330,18 +345,21 @@ fn run(cli: Cli) -> Result<()> {
                 println!("{name:<28} {:<12} {meaning}", format!("{kind:?}").to_lowercase());
             }
         }
-        Command::Features { schema, hash_key, requests, output, .. } => {
+        Command::Features { schema, hash_key, requests, output, ua_fingerprints, .. } => {
             let path = schema.context("--schema is required")?;
-            let s = if path.extension().is_some_and(|e| e == "esm") {
+            let (s, table) = if path.extension().is_some_and(|e| e == "esm") {
+                if ua_fingerprints.is_some() {
+                    anyhow::bail!("{} is an artifact: it carries its own UA fingerprint table (--ua-fingerprints is for a schema file)", path.display());
+                }
                 let model = load_artifact(&path)?;
                 let e = model.ensemble();
-                schema::SchemaFile {
-                    features: (0..e.n_features())
-                        .map(|i| schema::SchemaFeature { name: e.feature_name(i).to_string(), buckets: e.features()[i].buckets })
-                        .collect(),
-                }
+                let features = (0..e.n_features())
+                    .map(|i| schema::SchemaFeature { name: e.feature_name(i).to_string(), buckets: e.features()[i].buckets })
+                    .collect();
+                (schema::SchemaFile { features }, e.ua_fingerprints().to_vec())
             } else {
-                schema::SchemaFile::read(&path)?
+                let table = ua_fingerprints.as_deref().map(edgescore_compile::ua_fingerprints::read).transpose()?.unwrap_or_default();
+                (schema::SchemaFile::read(&path)?, table)
             };
             let key = hash_key.context("--hash-key is required")?;
             let input: Box<dyn std::io::BufRead> = if requests.as_os_str() == "-" {
@@ -355,7 +373,7 @@ fn run(cli: Cli) -> Result<()> {
                 Some(p) => Box::new(std::io::BufWriter::new(std::fs::File::create(p).with_context(|| format!("cannot write {}", p.display()))?)),
                 None => Box::new(std::io::BufWriter::new(std::io::stdout().lock())),
             };
-            features::write_table(&s, &key, input, out)?;
+            features::write_table(&s, &table, &key, input, out)?;
         }
         Command::Inspect { model, html: Some(html), csv, source, .. } => {
             let inspected = edgescore_compile::load_for_inspect(&model, &source.options())?;

@@ -575,7 +575,12 @@ pub fn write_with_reference(model: &ModelIr, max_format: u32, reference: Option<
     if reference.is_some() {
         all.flags |= flags::HAS_DRIFT_REFERENCE;
     }
-    let sections: [&[u8]; 18] = [
+    if !model.ua_fingerprints.is_empty() {
+        edgescore_core::features::ua_fingerprints::check(&model.ua_fingerprints)
+            .map_err(|(i, reason)| WriteError::Model(format!("UA fingerprint table, entry {i}: {reason}")))?;
+        all.flags |= flags::HAS_UA_FINGERPRINTS;
+    }
+    let sections: [&[u8]; 19] = [
         bytes_of(&meta),
         &strings,
         bytemuck::cast_slice(&features),
@@ -594,9 +599,12 @@ pub fn write_with_reference(model: &ModelIr, max_format: u32, reference: Option<
         &node_values,
         &drift_edges,
         bytemuck::cast_slice(drift_shares),
+        bytemuck::cast_slice(&model.ua_fingerprints),
     ];
     // The lowest format that holds the model (see `layout::FORMAT_VERSION`).
-    let version = if all.flags & flags::FORMAT_6 != 0 {
+    let version = if all.flags & flags::FORMAT_7 != 0 {
+        7
+    } else if all.flags & flags::FORMAT_6 != 0 {
         6
     } else if all.flags & flags::FORMAT_5 != 0 {
         5
@@ -611,6 +619,7 @@ pub fn write_with_reference(model: &ModelIr, max_format: u32, reference: Option<
     };
     if version > max_format {
         let needs = match version {
+            7 => "UA fingerprint tables (--ua-fingerprints)",
             6 => "a drift reference (--reference)",
             5 => "zero-as-missing columns",
             4 => "NaN-low columns",

@@ -8,16 +8,21 @@
 //! reading (`src/wire_map.rs`) does.
 //!
 //! Either way the properties go through a `ConnCache` as in the filter, the schema is built
-//! slot by slot (accepting exactly the names and bucket counts the catalogue allows), and
-//! every slot of the computed vector must equal the reference bit for bit (NaN = missing), on
-//! the request and then on an empty one with the same scratch.
+//! slot by slot (accepting exactly the names and bucket counts the catalogue allows), then
+//! `tls_ua_consistent` is added for two models' UA fingerprint tables (one made from the
+//! request, which the core must accept exactly when the reference does), and every slot of the
+//! computed vector must equal the reference bit for bit (NaN = missing), on the request and
+//! then on an empty one with the same scratch.
 #![no_main]
 
 use arbitrary::{Arbitrary, Unstructured};
 use edgescore_core::conn_cache::ConnCache;
 use edgescore_core::features::hash::HashKey;
+use edgescore_core::artifact::layout::UaFingerprint;
+use edgescore_core::features::ua_fingerprints::{self, UaTable};
 use edgescore_core::features::{FeatureSchema, Properties};
 use edgescore_core::request::{HeaderMap, Property, Request};
+use edgescore_fuzz::feature_reference::ua_consistency;
 use edgescore_fuzz::feature_reference::{self, bucket, Expected, ReferenceRequest};
 use edgescore_fuzz::request_spec::RequestSpec;
 use edgescore_fuzz::schema_spec::{BucketSpec, ParameterSpec, SchemaSpec};
@@ -104,7 +109,7 @@ fn check(map: HeaderMap, headers: Vec<(&[u8], &[u8])>, properties: [Option<&[u8]
             match name.as_str() {
                 "http_protocol" => wanted.protocol = true,
                 // The fingerprints are read on TLS connections only.
-                "tls_version" | "tls_ja4" | "tls_ja4_a" | "tls_ja4_ciphers" | "tls_ja4_extensions" | "tls_ja4_alpn" | "tls_ja3" => wanted.tls_version = true,
+                "tls_version" | "tls_ja4" | "tls_ja4_a" | "tls_ja4_ciphers" | "tls_ja4_extensions" | "tls_ja4_alpn" | "tls_ja3" | "tls_ua_consistent" => wanted.tls_version = true,
                 "sni_present" => wanted.sni = true,
                 "source_prefix" => wanted.source_address = true,
                 _ => {}
@@ -114,15 +119,67 @@ fn check(map: HeaderMap, headers: Vec<(&[u8], &[u8])>, properties: [Option<&[u8]
     }
     assert_eq!(schema.properties(), wanted);
     assert_eq!(schema.slots().len(), slots.iter().map(|s| s.0 + 1).max().unwrap_or(0));
+    // Two models' tables: each reads its own answer, in its own slot unless the tables agree.
+    let tables = ua_tables(&reference, spec.start ^ reference.headers.len() as u8);
+    let mut consistency = Vec::new();
+    for table in &tables {
+        let index = schema.slot_reading("tls_ua_consistent", 0, Some(&core_table(table))).expect("tls_ua_consistent with a table");
+        consistency.push((index, table));
+    }
+    assert!(schema.properties().tls_version);
 
     let key = HashKey::new(&spec.hash_key);
     let mut out = vec![0f32; schema.slots().len()];
     schema.compute(&request, &mut out);
     compare(&out, &slots, &reference, &key);
+    compare_consistency(&out, &consistency, &reference);
     // The same scratch on an empty request: nothing of the first may linger.
     let empty = ReferenceRequest { headers: Vec::new(), protocol: None, tls_version: None, sni: None, source_address: None };
     schema.compute(&Request::new(HeaderMap::EMPTY), &mut out);
     compare(&out, &slots, &empty, &key);
+    compare_consistency(&out, &consistency, &empty);
+}
+
+type Table = Vec<(Vec<u8>, Vec<u8>)>;
+
+/// Two tables: a fixed one, and one adding an entry made from the request itself (its
+/// user-agent's family, and its JA4 header cut at `cut` and ended with `*`, so it can match)
+/// when the reference calls that entry valid. The core must call it valid exactly then.
+fn ua_tables(reference: &ReferenceRequest, cut: u8) -> [Table; 2] {
+    let entry = |f: &str, p: &str| (f.as_bytes().to_vec(), p.as_bytes().to_vec());
+    let fixed = vec![entry("chrome", "t13d1516h2_8daaf6152771_*"), entry("curl", "t13i3111h2_e8f1e7e78f70_b26ce05bbdd6"), entry("firefox", "t13d*")];
+    let mut own = vec![entry("chrome", "t13d1516h2_8daaf6152771_d8a2da3f94cd")];
+    let first = |name: &[u8]| reference.headers.iter().find(|(n, _)| *n == name).map(|(_, v)| *v);
+    if let (Some(ua), Some(ja4)) = (first(b"user-agent"), first(b"x-edgescore-ja4")) {
+        let family = edgescore_core::features::ua::family(ua).to_vec();
+        let cut = cut as usize % 38;
+        let pattern = if cut == 37 { ja4.to_vec() } else { [&ja4[..cut.min(ja4.len())], b"*"].concat() };
+        let valid = ua_consistency::valid_entry(&family, &pattern);
+        let accepted = UaFingerprint::new(&family, &pattern).is_some_and(|e| ua_fingerprints::check(&[e]).is_ok());
+        assert_eq!(accepted, valid, "the core {} the entry ({:?}, {:?})", if accepted { "accepts" } else { "refuses" }, String::from_utf8_lossy(&family), String::from_utf8_lossy(&pattern));
+        if valid {
+            own.push((family, pattern));
+        }
+    }
+    [own, fixed]
+}
+
+fn core_table(table: &Table) -> UaTable {
+    let mut entries: Vec<UaFingerprint> = table.iter().map(|(f, p)| UaFingerprint::new(f, p).expect("an entry that fits")).collect();
+    entries.sort();
+    entries.dedup();
+    ua_fingerprints::check(&entries).expect("a table of valid entries");
+    UaTable::new(&entries)
+}
+
+fn compare_consistency(out: &[f32], slots: &[(usize, &Table)], reference: &ReferenceRequest) {
+    for (index, table) in slots {
+        let got = out[*index];
+        match ua_consistency::consistent(reference, table) {
+            None => assert!(got.is_nan(), "tls_ua_consistent (slot {index}): {got} where the reference has it missing"),
+            Some(want) => assert_eq!(got.to_bits(), want.to_bits(), "tls_ua_consistent (slot {index}): {got} where the reference has {want}"),
+        }
+    }
 }
 
 fn compare(out: &[f32], slots: &[(usize, String, u32)], reference: &ReferenceRequest, key: &HashKey) {

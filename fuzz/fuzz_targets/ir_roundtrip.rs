@@ -8,6 +8,7 @@ use arbitrary::Unstructured;
 use edgescore_compile::drift::DriftReference;
 use edgescore_compile::write::{write, write_for, write_with_reference};
 use edgescore_compile::ir::{ModelIr, Node, Test};
+use edgescore_core::artifact::layout::FORMAT_VERSION;
 use edgescore_core::Model;
 use edgescore_fuzz::gen::{self, Cfg};
 use edgescore_fuzz::oracle::{self, Rng};
@@ -68,6 +69,7 @@ fuzz_target!(|data: &[u8]| {
     for (i, f) in ir.features.iter().enumerate() {
         assert_eq!(e.feature_name(i), f.name);
     }
+    assert_eq!(e.ua_fingerprints(), &ir.ua_fingerprints[..], "the UA fingerprint table read back");
     let mut rng = Rng::from_bytes(data);
     let per = interesting(&ir);
     let mut got = vec![0f64; e.n_outputs()];
@@ -96,12 +98,13 @@ fuzz_target!(|data: &[u8]| {
         }
     }
     oracle::exercise(&model, data);
-    // The same model with a drift reference over these rows (format 6, `compile --reference`):
+    // The same model with a drift reference over these rows (format 6, or 7 with a UA
+    // fingerprint table; `compile --reference`):
     // it must load and score the same, and the oracle counts rows with it.
     if data.first().is_some_and(|b| b & 1 == 1) && !rows.is_empty() {
         let bins = 1 + data.len() % 16;
         if let Ok(reference) = DriftReference::build(e, &rows, bins) {
-            if let Ok(bytes) = write_with_reference(&ir, 6, Some(&reference)) {
+            if let Ok(bytes) = write_with_reference(&ir, FORMAT_VERSION, Some(&reference)) {
                 let with = Model::load(&bytes).unwrap_or_else(|err| panic!("a drift reference the validator refuses: {err}"));
                 let mut margins = vec![0f64; e.n_outputs()];
                 for x in &rows {

@@ -399,7 +399,10 @@ pub fn model(u: &mut Unstructured, cfg: Cfg) -> Result<ModelIr> {
     let source = *u.choose(&[SourceFormat::XGBoost, SourceFormat::LightGBM, SourceFormat::CatBoost, SourceFormat::Onnx]).unwrap_or(&SourceFormat::Onnx);
     let task = *u.choose(&[Task::Regression, Task::BinaryClassification, Task::MulticlassClassification]).unwrap_or(&Task::Regression);
     let covers = if u.ratio(1, 3)? { Some(covers(u, &trees, cfg.allow_bad)?) } else { None };
+    // Not `ratio(1, 4)`: that holds on an exhausted input, and most models would take format 7.
+    let ua_fingerprints = if !u.ratio(3, 4)? { ua_fingerprints(u, cfg.allow_bad)? } else { Vec::new() };
     Ok(ModelIr {
+        ua_fingerprints,
         name: short_string(u)?,
         version: short_string(u)?,
         source,
@@ -413,6 +416,30 @@ pub fn model(u: &mut Unstructured, cfg: Cfg) -> Result<ModelIr> {
         trees,
         covers,
     })
+}
+
+/// A UA fingerprint table (UA_FINGERPRINTS, format 7): families `ua_family` names, patterns
+/// whole or cut anywhere and ended with `*`; with `allow_bad`, sometimes unsorted, repeated or
+/// naming a family or pattern the format refuses (which the writer must refuse).
+fn ua_fingerprints(u: &mut Unstructured, allow_bad: bool) -> Result<Vec<UaFingerprint>> {
+    const FAMILIES: &[&[u8]] = &[b"chrome", b"firefox", b"safari", b"edge", b"curl", b"go", b"other-bot", b"headless-chrome"];
+    const JA4S: &[&[u8]] = &[b"t13d1516h2_8daaf6152771_d8a2da3f94cd", b"t13i3111h2_e8f1e7e78f70_b26ce05bbdd6", b"q00d0000h3_000000000000_000000000000"];
+    let mut entries = Vec::new();
+    for _ in 0..u.int_in_range(1u8..=8)? {
+        let family: &[u8] = if allow_bad && rare(u, 20)? { b"MyClient" } else { *u.choose(FAMILIES)? };
+        let ja4 = *u.choose(JA4S)?;
+        let pattern = match u.int_in_range(0u8..=2)? {
+            0 => ja4.to_vec(),
+            _ => [&ja4[..u.int_in_range(1..=ja4.len())?], b"*"].concat(),
+        };
+        let pattern = if allow_bad && rare(u, 20)? { pattern.to_ascii_uppercase() } else { pattern };
+        entries.push(UaFingerprint::new(family, &pattern).ok_or(arbitrary::Error::IncorrectFormat)?);
+    }
+    if !(allow_bad && rare(u, 10)?) {
+        entries.sort();
+        entries.dedup();
+    }
+    Ok(entries)
 }
 
 /// Node covers (NODE_VALUES): equal, or per node from 0 (no training row reached it) to large,
@@ -478,6 +505,8 @@ mod census {
                 bump(["format 1", "format 2", "format 3", "format 4", "format 5"][v as usize - 1], version == v);
             }
             bump("NaN-low columns", f & flags::NAN_LOW_COLUMNS != 0);
+            bump("UA fingerprint tables", f & flags::HAS_UA_FINGERPRINTS != 0);
+            bump("UA fingerprint prefixes", e.ua_fingerprints().iter().any(|p| p.pattern().ends_with(b"*")));
             bump("zero-as-missing columns", f & flags::ZERO_MISSING_COLUMNS != 0);
             bump("zero-as-missing tests", op(node::OP_LT_ZERO_MISSING));
             bump("categorical sets (IN_SET)", op(node::OP_IN_SET));

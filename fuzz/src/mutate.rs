@@ -141,7 +141,7 @@ pub struct Fixups {
     pub fix_leaves: bool,
 }
 
-const ELEM: [usize; 15] = [
+const ELEM: [usize; 19] = [
     core::mem::size_of::<Meta>(),
     4,
     core::mem::size_of::<FeatureSpec>(),
@@ -157,11 +157,16 @@ const ELEM: [usize; 15] = [
     core::mem::size_of::<CtrPart>(),
     8,
     4,
+    // NODE_VALUES, DRIFT_EDGES, DRIFT_SHARES: words.
+    4,
+    4,
+    4,
+    core::mem::size_of::<UaFingerprint>(),
 ];
 
 /// The (valid) artifact's section table, taken before mutating.
 pub struct Layout {
-    pub entries: [SectionEntry; 15],
+    pub entries: [SectionEntry; 19],
 }
 
 impl Layout {
@@ -219,14 +224,14 @@ pub fn apply(b: &mut Vec<u8>, l: &Layout, m: Mutation) {
         Mutation::FileWord { at, v } if len >= 4 => upd(b, Some((at as usize % (len / 4)) * 4), v),
         Mutation::Header { field, v } => upd(b, Some((field as usize % (HEADER_LEN / 4)) * 4), v),
         Mutation::Entry { section, field, v } => {
-            let at = HEADER_LEN + (section as usize % 15) * core::mem::size_of::<SectionEntry>() + (field as usize % 6) * 4;
+            let at = HEADER_LEN + (section as usize % 19) * core::mem::size_of::<SectionEntry>() + (field as usize % 6) * 4;
             upd(b, Some(at), v)
         }
         Mutation::Meta { field, v } => upd(b, Some(l.entries[0].offset as usize + (field as usize % (ELEM[0] / 4)) * 4), v),
         Mutation::MetaFloat { divisor, f } => put_f64(b, l.entries[0].offset as usize + if divisor { 24 } else { 16 }, f.f64()),
-        Mutation::SectionWord { section, at, v } => upd(b, l.sec_word(section as usize % 15, at), v),
+        Mutation::SectionWord { section, at, v } => upd(b, l.sec_word(section as usize % 19, at), v),
         Mutation::SectionF64 { section, at, f } => {
-            let k = section as usize % 15;
+            let k = section as usize % 19;
             if let Some(w) = l.sec_word(k, at) {
                 put_f64(b, w & !7, f.f64());
             }
@@ -289,7 +294,7 @@ pub fn apply(b: &mut Vec<u8>, l: &Layout, m: Mutation) {
             }
         }
         Mutation::CopyElem { section, from, to } => {
-            let k = section as usize % 15;
+            let k = section as usize % 19;
             if let (Some(f), Some(t)) = (l.elem(k, from), l.elem(k, to)) {
                 if f + ELEM[k] <= len && t + ELEM[k] <= len {
                     b.copy_within(f..f + ELEM[k], t);
@@ -297,7 +302,7 @@ pub fn apply(b: &mut Vec<u8>, l: &Layout, m: Mutation) {
             }
         }
         Mutation::SwapElem { section, a, b: c } => {
-            let k = section as usize % 15;
+            let k = section as usize % 19;
             if let (Some(x), Some(y)) = (l.elem(k, a), l.elem(k, c)) {
                 if x != y && x + ELEM[k] <= len && y + ELEM[k] <= len {
                     let tmp = b[x..x + ELEM[k]].to_vec();

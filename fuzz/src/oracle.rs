@@ -59,13 +59,19 @@ fn pods<T: Pod>(raw: &[u8], what: &str) -> Vec<T> {
     raw.chunks_exact(size).map(pod_read_unaligned).collect()
 }
 
-/// Reads the section table without trusting it: 9 entries for format 1, 15 for format 2, the
-/// missing ones empty. Returns `None` if the bytes do not even hold a table (only used on
-/// bytes the validator accepted, where that is itself a bug).
-pub fn section_entries(bytes: &[u8]) -> Option<[SectionEntry; 15]> {
+/// Reads the section table without trusting it: 9 entries for format 1, 15 for formats 2 to
+/// 5, 18 for format 6, 19 for format 7, the missing ones empty. Returns `None` if the bytes do
+/// not even hold a table (only used on bytes the validator accepted, where that is itself a
+/// bug).
+pub fn section_entries(bytes: &[u8]) -> Option<[SectionEntry; 19]> {
     let version = u32::from_le_bytes(bytes.get(8..12)?.try_into().ok()?);
-    let count = if version >= 2 { 15 } else { 9 };
-    let mut entries = [SectionEntry { kind: 0, reserved: 0, offset: 0, len: 0 }; 15];
+    let count = match version {
+        7.. => 19,
+        6 => 18,
+        2..=5 => 15,
+        _ => 9,
+    };
+    let mut entries = [SectionEntry { kind: 0, reserved: 0, offset: 0, len: 0 }; 19];
     for (i, e) in entries.iter_mut().enumerate().take(count) {
         let at = HEADER_LEN + i * core::mem::size_of::<SectionEntry>();
         *e = pod_read_unaligned(bytes.get(at..at + core::mem::size_of::<SectionEntry>())?);
@@ -584,6 +590,7 @@ pub fn exercise(model: &Model, data: &[u8]) {
 
     explanations(model, &art, nf, no, data);
     drift_tally(model, nf, no, data);
+    ua_table(model, data);
 
     // Error paths: short feature vectors / output buffers are refused, longer ones accepted.
     let x = vec![0.5f32; nf + 3];
@@ -645,6 +652,55 @@ fn explanations(model: &Model, art: &Art, nf: usize, no: usize, data: &[u8]) {
         }
     }
     assert_eq!(e.explain(&vec![0.5; nf.saturating_sub(1)], &mut credits).is_err(), nf > 0, "ORACLE: explain of a short row");
+}
+
+/// The UA fingerprint table (format 7), read without trusting the validator: the view's
+/// entries are the section's bytes, present exactly with the flag, each entry valid by the
+/// reference's definition, in strictly ascending order; and the core's lookup answers as the
+/// reference's for JA4s made from the entries and the input.
+fn ua_table(model: &Model, data: &[u8]) {
+    use crate::feature_reference::ua_consistency::valid_entry;
+    let e = model.ensemble();
+    let bytes = model.as_bytes();
+    let entries = section_entries(bytes).expect("ORACLE: section table");
+    let raw = section_bytes(bytes, &entries[18]).expect("ORACLE: UA_FINGERPRINTS outside the file");
+    assert_eq!(bytemuck::cast_slice::<UaFingerprint, u8>(e.ua_fingerprints()), raw, "ORACLE: ua_fingerprints()");
+    assert_eq!(raw.is_empty(), e.header_flags() & flags::HAS_UA_FINGERPRINTS == 0, "ORACLE: UA_FINGERPRINTS and its flag disagree");
+    let table: Vec<(Vec<u8>, Vec<u8>)> = raw
+        .chunks(64)
+        .map(|c| {
+            assert_eq!(c.len(), 64, "ORACLE: a UA_FINGERPRINTS entry cut short");
+            let field = |f: &[u8]| {
+                let end = f.iter().position(|&b| b == 0).unwrap_or(f.len());
+                assert!(f[end..].iter().all(|&b| b == 0), "ORACLE: a UA_FINGERPRINTS field with bytes after its padding");
+                f[..end].to_vec()
+            };
+            (field(&c[..24]), field(&c[24..]))
+        })
+        .collect();
+    assert!(table.len() <= MAX_UA_FINGERPRINTS, "ORACLE: {} UA_FINGERPRINTS entries", table.len());
+    assert!(raw.chunks(64).zip(raw.chunks(64).skip(1)).all(|(a, b)| a < b), "ORACLE: UA_FINGERPRINTS not strictly ascending");
+    for (f, p) in &table {
+        assert!(valid_entry(f, p), "ORACLE: accepted UA fingerprint entry ({:?}, {:?})", String::from_utf8_lossy(f), String::from_utf8_lossy(p));
+    }
+    if table.is_empty() {
+        return;
+    }
+    let core = edgescore_core::features::ua_fingerprints::UaTable::new(e.ua_fingerprints());
+    let mut ja4s: Vec<Vec<u8>> = table.iter().map(|(_, p)| p.strip_suffix(b"*").unwrap_or(p).to_vec()).collect();
+    ja4s.push(b"t13d1516h2_8daaf6152771_d8a2da3f94cd".to_vec());
+    ja4s.push(data.iter().take(36).copied().collect());
+    let families: Vec<&[u8]> = table.iter().map(|(f, _)| f.as_slice()).chain([&b"firefox"[..], b"", b"chrom"]).collect();
+    for family in &families {
+        for ja4 in &ja4s {
+            let own: Vec<&Vec<u8>> = table.iter().filter(|(f, _)| f == family).map(|(_, p)| p).collect();
+            let want = (!own.is_empty()).then(|| own.iter().any(|p| match p.strip_suffix(b"*") {
+                Some(prefix) => ja4.starts_with(prefix),
+                None => ja4 == *p,
+            }));
+            assert_eq!(core.consistent(family, ja4), want, "ORACLE: UaTable::consistent({:?}, {:?})", String::from_utf8_lossy(family), String::from_utf8_lossy(ja4));
+        }
+    }
 }
 
 /// A model with a drift reference: a tally counts every row in exactly one bin per series, the

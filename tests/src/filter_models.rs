@@ -32,15 +32,27 @@ pub fn step_model(name: &str, feature: &str, threshold: f64, margin: f64) -> Mod
 }
 
 /// `step_model` on `tls_ja4_ciphers` (blocks below 10 ciphers or without a fingerprint), with
-/// every other TLS fingerprint feature declared and split on, so the filter computes them all.
+/// every other TLS fingerprint feature declared and split on, so the filter computes them all
+/// (`tls_ua_consistent` over [`TEST_UA_FINGERPRINTS`]).
 pub fn tls_model(name: &str) -> ModelIr {
     let mut ir = step_model(name, "tls_ja4_ciphers", 10.0, 2.0);
-    let more = [("tls_ja4", 4096), ("tls_ja4_a", 1024), ("tls_ja4_extensions", 0), ("tls_ja4_alpn", 64), ("tls_ja3", 4096)];
+    let more = [("tls_ja4", 4096), ("tls_ja4_a", 1024), ("tls_ja4_extensions", 0), ("tls_ja4_alpn", 64), ("tls_ja3", 4096), ("tls_ua_consistent", 0)];
     for (name, buckets) in more {
         let kind = if buckets == 0 { FeatureKind::Numeric } else { FeatureKind::Categorical { buckets } };
         declare_and_split(&mut ir, name, kind, 8.0);
     }
+    ir.ua_fingerprints = ua_fingerprints(TEST_UA_FINGERPRINTS);
     ir
+}
+
+/// A UA fingerprint table for tests: Chrome's cipher and extension set and curl's JA4 (both
+/// real, docs/security-teams.md), and a Firefox entry made up to match any TLS 1.3 client
+/// with SNI.
+pub const TEST_UA_FINGERPRINTS: &str = r#"{"families": {"chrome": ["t13d1516h2_8daaf6152771_*"], "curl": ["t13i3111h2_e8f1e7e78f70_b26ce05bbdd6"], "firefox": ["t13d*"]}}"#;
+
+/// The entries of a table file's text (`compile --ua-fingerprints`).
+pub fn ua_fingerprints(json: &str) -> Vec<edgescore_compile::ir::UaFingerprint> {
+    edgescore_compile::ua_fingerprints::parse(json).expect("a valid test table")
 }
 
 /// Declares feature `name` on `ir` and adds a tree splitting on it at `at` with zero leaves:

@@ -27,6 +27,7 @@ pub fn classifier(name: &str, features: Vec<FeatureDef>, trees: Vec<Tree>, n_out
 /// per output and no link: its margins are the trees' leaf sums + 0.25.
 pub fn regression(trees: Vec<Tree>, n_features: usize, n_outputs: usize) -> ModelIr {
     ModelIr {
+        ua_fingerprints: Vec::new(),
         name: "random".into(),
         version: "0".into(),
         source: SourceFormat::Onnx,

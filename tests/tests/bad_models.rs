@@ -252,6 +252,7 @@ fn writer_refuses_a_split_on_an_undeclared_feature() {
         ],
     };
     let model = ModelIr {
+        ua_fingerprints: Vec::new(),
         name: "m".into(),
         version: "0".into(),
         source: SourceFormat::Onnx,

@@ -45,6 +45,7 @@ fn every_feature_model() -> ModelIr {
         })
         .collect();
     ModelIr {
+        ua_fingerprints: Vec::new(),
         name: "every".into(),
         version: "golden".into(),
         source: SourceFormat::XGBoost,

@@ -123,12 +123,13 @@ fn scoring_allocates_nothing() {
     dhat::assert_eq!(after_velocity.total_blocks - before_velocity.total_blocks, 0);
     dhat::assert_eq!(after_velocity.total_bytes - before_velocity.total_bytes, 0);
     assert!(blocked > 0 && clients.take_evictions() > 0, "bursts blocked ({blocked}) and clients evicted");
-    // The TLS fingerprint features, from the headers Envoy writes: well-formed, malformed, absent.
+    // The TLS fingerprint features, from the headers Envoy writes: well-formed, malformed,
+    // absent; `tls_ua_consistent` for a user-agent its table lists and one it does not.
     let tls = edgescore_tests::filter_models::base64(&edgescore_tests::filter_models::artifact(&edgescore_tests::filter_models::tls_model("tls")));
     let config = format!(r#"{{"hash_key":"test-key-0123456789","feature_log":{{"sample_rate":1}},"models":[{{"artifact":"{tls}","threshold":0.5,"action":"block"}}]}}"#);
     let mut scorer = edgescore_core::Scorer::new(&edgescore_core::PluginConfig::parse(config.as_bytes()).unwrap(), 1).unwrap();
-    let chrome = edgescore_core::HeaderMap::encode(&[(":method", "GET"), (":path", "/"), ("x-edgescore-ja4", "t13d1516h2_8daaf6152771_d8a2da3f94cd"), ("x-edgescore-ja3", "e7d705a3286e19ea42f587b344ee6865")]);
-    let bad = edgescore_core::HeaderMap::encode(&[(":method", "GET"), (":path", "/"), ("x-edgescore-ja4", "t13d1516h2_8daaf6152771"), ("x-edgescore-ja3", "-")]);
+    let chrome = edgescore_core::HeaderMap::encode(&[(":method", "GET"), (":path", "/"), ("user-agent", "Mozilla/5.0 Chrome/143.0.0.0 Safari/537.36"), ("x-edgescore-ja4", "t13d1516h2_8daaf6152771_d8a2da3f94cd"), ("x-edgescore-ja3", "e7d705a3286e19ea42f587b344ee6865")]);
+    let bad = edgescore_core::HeaderMap::encode(&[(":method", "GET"), (":path", "/"), ("user-agent", "curl/8.5.0"), ("x-edgescore-ja4", "t13d1516h2_8daaf6152771"), ("x-edgescore-ja3", "-")]);
     let maps = [edgescore_core::HeaderMap::parse(&chrome).unwrap(), edgescore_core::HeaderMap::parse(&bad).unwrap(), few];
     let mut blocked = 0;
     let before_tls = dhat::HeapStats::get();
@@ -137,6 +138,10 @@ fn scoring_allocates_nothing() {
         req.tls_version = Some(b"TLSv1.3");
         let outcome = scorer.decide(&req, true).unwrap();
         blocked += (outcome.verdict.action == edgescore_core::ActionKind::Block) as usize;
+        if i == 0 {
+            let consistent = scorer.slots().iter().position(|s| s.name == "tls_ua_consistent").unwrap();
+            assert_eq!(scorer.features()[consistent], 1.0, "Chrome's JA4 and user-agent");
+        }
     }
     let after_tls = dhat::HeapStats::get();
     dhat::assert_eq!(after_tls.total_blocks - before_tls.total_blocks, 0);

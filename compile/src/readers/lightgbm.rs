@@ -550,6 +550,7 @@ pub fn read(bytes: &[u8]) -> Result<ModelIr, ReadError> {
         .collect();
 
     Ok(ModelIr {
+        ua_fingerprints: Vec::new(),
         name: String::new(),
         version: header.get("version").map(|v| v.to_string()).unwrap_or_default(),
         source: SourceFormat::LightGBM,

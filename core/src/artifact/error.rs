@@ -50,6 +50,8 @@ pub enum ArtifactError {
     LeafCount { declared: u32, found: u64 },
     #[error("{what} {index} is not finite")]
     NotFinite { what: &'static str, index: usize },
+    #[error("UA fingerprint table, entry {index}: {reason}")]
+    UaFingerprints { index: usize, reason: &'static str },
     #[error("node values: {0}")]
     NodeValues(&'static str),
     #[error("header flags {declared:#x} do not match the node tests used ({used:#x})")]

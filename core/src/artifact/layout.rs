@@ -31,7 +31,11 @@ pub const MAGIC: [u8; 8] = *b"ESMODEL\0";
 /// Version 6 adds three optional sections: NODE_VALUES (header flag `HAS_NODE_VALUES`: what
 /// per-request reasons and `edgescore explain` need) and the drift reference, DRIFT_EDGES and
 /// DRIFT_SHARES (header flag `HAS_DRIFT_REFERENCE`, see [`DriftSeries`]). The writer emits format 6 only for a model with one of them.
-pub const FORMAT_VERSION: u32 = 6;
+///
+/// Version 7 adds one optional section, UA_FINGERPRINTS (header flag `HAS_UA_FINGERPRINTS`,
+/// see [`UaFingerprint`]): the table `tls_ua_consistent` reads. The writer emits format 7 only
+/// for a model with a table.
+pub const FORMAT_VERSION: u32 = 7;
 /// The oldest format version this build reads.
 pub const OLDEST_FORMAT_VERSION: u32 = 1;
 /// Every section starts at a multiple of this many bytes.
@@ -89,15 +93,21 @@ pub mod flags {
     pub const HAS_DRIFT_REFERENCE: u32 = 1 << 9;
     /// What only format 6 may declare.
     pub const FORMAT_6: u32 = HAS_NODE_VALUES | HAS_DRIFT_REFERENCE;
-    pub const ALL: u32 = HAS_CATEGORICAL | HAS_RARE_TESTS | FORMAT_2 | FORMAT_3 | FORMAT_4 | FORMAT_5 | FORMAT_6;
+    /// The UA_FINGERPRINTS section holds the model's table of user-agent families' JA4s (see
+    /// [`super::UaFingerprint`]). Format 7.
+    pub const HAS_UA_FINGERPRINTS: u32 = 1 << 10;
+    /// What only format 7 may declare.
+    pub const FORMAT_7: u32 = HAS_UA_FINGERPRINTS;
+    pub const ALL: u32 = HAS_CATEGORICAL | HAS_RARE_TESTS | FORMAT_2 | FORMAT_3 | FORMAT_4 | FORMAT_5 | FORMAT_6 | FORMAT_7;
     /// The flags a file of format `version` may declare.
     pub fn known(version: u32) -> u32 {
         match version {
-            0 | 1 => ALL & !FORMAT_2 & !FORMAT_3 & !FORMAT_4 & !FORMAT_5 & !FORMAT_6,
-            2 => ALL & !FORMAT_3 & !FORMAT_4 & !FORMAT_5 & !FORMAT_6,
-            3 => ALL & !FORMAT_4 & !FORMAT_5 & !FORMAT_6,
-            4 => ALL & !FORMAT_5 & !FORMAT_6,
-            5 => ALL & !FORMAT_6,
+            0 | 1 => ALL & !FORMAT_2 & !FORMAT_3 & !FORMAT_4 & !FORMAT_5 & !FORMAT_6 & !FORMAT_7,
+            2 => ALL & !FORMAT_3 & !FORMAT_4 & !FORMAT_5 & !FORMAT_6 & !FORMAT_7,
+            3 => ALL & !FORMAT_4 & !FORMAT_5 & !FORMAT_6 & !FORMAT_7,
+            4 => ALL & !FORMAT_5 & !FORMAT_6 & !FORMAT_7,
+            5 => ALL & !FORMAT_6 & !FORMAT_7,
+            6 => ALL & !FORMAT_7,
             _ => ALL,
         }
     }
@@ -151,10 +161,11 @@ pub enum SectionKind {
     NodeValues = 16,
     DriftEdges = 17,
     DriftShares = 18,
+    UaFingerprints = 19,
 }
-/// Format 1 holds the first nine, formats 2 to 5 the first fifteen, format 6 all eighteen, in
-/// this order.
-pub const SECTION_KINDS: [SectionKind; 18] = [
+/// Format 1 holds the first nine, formats 2 to 5 the first fifteen, format 6 the first
+/// eighteen, format 7 all nineteen, in this order.
+pub const SECTION_KINDS: [SectionKind; 19] = [
     SectionKind::Meta,
     SectionKind::Strings,
     SectionKind::Features,
@@ -173,10 +184,13 @@ pub const SECTION_KINDS: [SectionKind; 18] = [
     SectionKind::NodeValues,
     SectionKind::DriftEdges,
     SectionKind::DriftShares,
+    SectionKind::UaFingerprints,
 ];
 /// Sections in a file of format `version` (1 to [`FORMAT_VERSION`]).
 pub fn section_count(version: u32) -> usize {
-    if version >= 6 {
+    if version >= 7 {
+        19
+    } else if version >= 6 {
         18
     } else if version >= 2 {
         15
@@ -206,6 +220,7 @@ impl SectionKind {
             SectionKind::NodeValues => "NODE_VALUES",
             SectionKind::DriftEdges => "DRIFT_EDGES",
             SectionKind::DriftShares => "DRIFT_SHARES",
+            SectionKind::UaFingerprints => "UA_FINGERPRINTS",
         }
     }
 }
@@ -505,4 +520,53 @@ pub struct NodeValuesHeader {
     /// `meta::CoverKind` as u32: what the covers count.
     pub kind: u32,
     pub reserved: u32,
+}
+
+/// One entry of the UA_FINGERPRINTS section (format 7, header flag `HAS_UA_FINGERPRINTS`): a
+/// user-agent family (a name `features::ua::family` gives) and a JA4 its real clients present,
+/// whole (36 bytes) or a prefix of one followed by `*`; both zero-padded. Entries are sorted by
+/// (family, pattern), without duplicates, so one family's entries are contiguous and the table
+/// has one byte form. `features::ua_fingerprints` says what is valid and how it matches.
+#[derive(Clone, Copy, Debug, Pod, Zeroable, PartialEq, Eq, PartialOrd, Ord)]
+#[repr(C)]
+pub struct UaFingerprint {
+    pub family: [u8; UA_FAMILY_LEN],
+    pub pattern: [u8; UA_PATTERN_LEN],
+}
+pub const UA_FAMILY_LEN: usize = 24;
+pub const UA_PATTERN_LEN: usize = 40;
+/// At most this many entries (256 KiB): a table is a few per browser family.
+pub const MAX_UA_FINGERPRINTS: usize = 4096;
+
+impl UaFingerprint {
+    /// `None` if either does not fit its zero-padded field (or holds a zero byte).
+    pub fn new(family: &[u8], pattern: &[u8]) -> Option<UaFingerprint> {
+        let fits = |s: &[u8], len: usize| s.len() <= len && !s.contains(&0);
+        if !fits(family, UA_FAMILY_LEN) || !fits(pattern, UA_PATTERN_LEN) {
+            return None;
+        }
+        let mut e = UaFingerprint::zeroed();
+        e.family[..family.len()].copy_from_slice(family);
+        e.pattern[..pattern.len()].copy_from_slice(pattern);
+        Some(e)
+    }
+
+    /// The family name, without its padding.
+    pub fn family(&self) -> &[u8] {
+        unpadded(&self.family)
+    }
+
+    /// The pattern, without its padding.
+    pub fn pattern(&self) -> &[u8] {
+        unpadded(&self.pattern)
+    }
+
+    /// Whether every byte after the name and the pattern is zero (one byte form per entry).
+    pub fn padded_with_zeros(&self) -> bool {
+        self.family[self.family().len()..].iter().chain(&self.pattern[self.pattern().len()..]).all(|&b| b == 0)
+    }
+}
+
+fn unpadded(field: &[u8]) -> &[u8] {
+    &field[..field.iter().position(|&b| b == 0).unwrap_or(field.len())]
 }

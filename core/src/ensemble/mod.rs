@@ -11,7 +11,7 @@
 
 use crate::artifact::layout::{node, CatSplit, CtrFeature, CtrPart, DriftSeries, FeatureSpec, LinearLeaf, LinearTerm, Meta, Node, TreeSpec};
 use crate::artifact::layout::{MAX_CTR_ROW, VECTOR_OUTPUT, ZERO_THRESHOLD};
-use crate::artifact::layout::{aggregate, flags, link, row_len, STRINGS_FIXED};
+use crate::artifact::layout::{aggregate, flags, link, row_len, UaFingerprint, STRINGS_FIXED};
 use crate::artifact::{Link, SourceFormat, Task};
 use core::mem::MaybeUninit;
 
@@ -79,6 +79,8 @@ pub struct TreeEnsemble<'a> {
     pub(crate) drift_series: &'a [DriftSeries],
     pub(crate) drift_edges: &'a [f32],
     pub(crate) drift_shares: &'a [f32],
+    /// The UA fingerprint table (empty without `HAS_UA_FINGERPRINTS`).
+    pub(crate) ua_fingerprints: &'a [UaFingerprint],
     /// Path attribution's tables, once `Model::with_explainer` built them.
     pub(crate) explainer: Option<&'a explain::Explainer>,
     /// NODE_VALUES' covers, one per LEAVES value (empty without), and what they count.
@@ -253,6 +255,12 @@ impl<'a> TreeEnsemble<'a> {
     /// and the reference rows' share of each bin.
     pub fn drift_reference(&self) -> Option<crate::drift::Reference<'a>> {
         (self.flags & flags::HAS_DRIFT_REFERENCE != 0).then(|| crate::drift::Reference::new(self.n_features(), self.drift_series, self.drift_edges, self.drift_shares))
+    }
+
+    /// The model's table of user-agent families' JA4s, which `tls_ua_consistent` reads
+    /// (`compile --ua-fingerprints`); empty without one.
+    pub fn ua_fingerprints(&self) -> &'a [UaFingerprint] {
+        self.ua_fingerprints
     }
 
     /// CatBoost CTR features: one per split feature beyond the inputs.

@@ -60,7 +60,7 @@ pub(crate) struct Parts {
     n_walked: usize,
     /// Whether a row with a NaN input needs the NaN-aware walk (see [`nan_tests`]).
     nan_walk: bool,
-    ranges: [core::ops::Range<usize>; 18],
+    ranges: [core::ops::Range<usize>; 19],
     /// Where DRIFT_EDGES' series table ends and its edges begin (0 without a drift reference).
     drift_split: usize,
 }
@@ -172,6 +172,7 @@ fn view<'a>(bytes: &'a [u8], p: &Parts, walk: &'a Walk, bitvectors: Option<&'a B
         drift_series: bytemuck::cast_slice(&r(16)[..p.drift_split]),
         drift_edges: bytemuck::cast_slice(&r(16)[p.drift_split..]),
         drift_shares: bytemuck::cast_slice(r(17)),
+        ua_fingerprints: bytemuck::cast_slice(r(18)),
         explainer,
         cover_kind,
         covers: bytemuck::cast_slice(&node_values[head..]),
@@ -316,6 +317,9 @@ fn validate(bytes: &[u8]) -> Result<Parts, E> {
         let drift = header.flags & flags::HAS_DRIFT_REFERENCE != 0;
         let drift_split = check_drift(bytes, &meta, drift, &entries[16], &entries[17])?;
         let used = used | if drift { flags::HAS_DRIFT_REFERENCE } else { 0 };
+        let ua_table = header.flags & flags::HAS_UA_FINGERPRINTS != 0;
+        check_ua_fingerprints(bytes, ua_table, &entries[18])?;
+        let used = used | if ua_table { flags::HAS_UA_FINGERPRINTS } else { 0 };
         if used != header.flags {
             return Err(E::FlagsMismatch { declared: header.flags, used });
         }
@@ -333,7 +337,7 @@ fn validate(bytes: &[u8]) -> Result<Parts, E> {
 }
 
 /// The section table; the sections an older format lacks come back empty.
-fn section_table(bytes: &[u8], header: &Header) -> Result<[SectionEntry; 18], E> {
+fn section_table(bytes: &[u8], header: &Header) -> Result<[SectionEntry; 19], E> {
     let count = section_count(header.format_version);
     if header.section_count as usize != count {
         return Err(E::SectionTable("wrong number of sections"));
@@ -343,7 +347,7 @@ fn section_table(bytes: &[u8], header: &Header) -> Result<[SectionEntry; 18], E>
     if bytes.len() < table_end {
         return Err(E::SectionTable("truncated"));
     }
-    let mut entries = [SectionEntry { kind: 0, reserved: 0, offset: 0, len: 0 }; 18];
+    let mut entries = [SectionEntry { kind: 0, reserved: 0, offset: 0, len: 0 }; 19];
     let mut previous_end = table_end as u64;
     for (i, kind) in SECTION_KINDS[..count].iter().enumerate() {
         let at = HEADER_LEN + i * entry_len;
@@ -567,6 +571,17 @@ fn check_drift(bytes: &[u8], meta: &Meta, declared: bool, edges: &SectionEntry, 
         }
     }
     Ok(table)
+}
+
+/// UA_FINGERPRINTS: empty without `HAS_UA_FINGERPRINTS`; with it, whole entries, as many as
+/// `MAX_UA_FINGERPRINTS` at most, each valid and in order (`features::ua_fingerprints::check`).
+fn check_ua_fingerprints(bytes: &[u8], declared: bool, e: &SectionEntry) -> Result<(), E> {
+    let kind = SectionKind::UaFingerprints;
+    if !declared {
+        return if e.len == 0 { Ok(()) } else { Err(E::SectionLength { section: kind.name(), len: e.len, expected: 0 }) };
+    }
+    let entries: &[UaFingerprint] = section(bytes, e, kind, e.len / core::mem::size_of::<UaFingerprint>() as u64)?;
+    crate::features::ua_fingerprints::check(entries).map_err(|(index, reason)| E::UaFingerprints { index, reason })
 }
 
 /// NODE_VALUES: empty without `HAS_NODE_VALUES`; with it, its header (a known cover kind) and

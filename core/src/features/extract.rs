@@ -3,6 +3,7 @@
 //! [`FeatureValues`] and allocates nothing.
 
 use super::hash::HashKey;
+use super::ua_fingerprints::UaTable;
 use super::{ja4, ua, Feature, Kind};
 use crate::request::Request;
 use core::net::IpAddr;
@@ -45,6 +46,15 @@ pub struct FeaturePlan {
     watched: Vec<Vec<u8>>,
     /// Per feature: its index in `watched`.
     watch_index: Vec<usize>,
+    /// The distinct UA fingerprint tables of the models (`tls_ua_consistent`). A table is part
+    /// of the feature's identity, as a bucket count is of a categorical slot's: each distinct
+    /// table is one planned feature with its own slot, so each model reads its own table's
+    /// answer through the gather list it has anyway (nothing per model in `Scorer` or
+    /// `ModelSet`), equal tables share one, and per request the family and the JA4 are read
+    /// once for all of them.
+    ua_tables: Vec<UaTable>,
+    /// Per feature: its index in `ua_tables` (`usize::MAX` if it reads none).
+    table_index: Vec<usize>,
     properties: Properties,
     velocity: VelocityNeeds,
 }
@@ -68,8 +78,21 @@ struct Watched {
 impl FeaturePlan {
     /// Adds `feature` (once) and returns its index.
     pub fn add(&mut self, feature: Feature) -> usize {
-        if let Some(i) = self.features.iter().position(|f| *f == feature) {
+        self.add_reading(feature, None)
+    }
+
+    /// As [`FeaturePlan::add`], `tls_ua_consistent` reading `ua_table` (without one, it is
+    /// always missing): once per distinct table.
+    pub fn add_reading(&mut self, feature: Feature, ua_table: Option<&UaTable>) -> usize {
+        let table = match ua_table.filter(|_| feature == Feature::TlsUaConsistent) {
+            Some(t) => self.ua_tables.iter().position(|u| u == t).unwrap_or(self.ua_tables.len()),
+            None => usize::MAX,
+        };
+        if let Some(i) = self.features.iter().zip(&self.table_index).position(|(f, &t)| *f == feature && t == table) {
             return i;
+        }
+        if let Some(t) = ua_table.filter(|_| table == self.ua_tables.len()) {
+            self.ua_tables.push(t.clone());
         }
         let watch = match feature.header() {
             Some(h) => match self.watched.iter().position(|w| w == h) {
@@ -94,11 +117,17 @@ impl FeaturePlan {
         }
         self.features.push(feature);
         self.watch_index.push(watch);
+        self.table_index.push(table);
         self.features.len() - 1
     }
 
     pub fn features(&self) -> &[Feature] {
         &self.features
+    }
+
+    /// The UA fingerprint table feature `i` reads, if any.
+    pub fn ua_table(&self, i: usize) -> Option<&UaTable> {
+        self.ua_tables.get(*self.table_index.get(i)?)
     }
 
     pub fn properties(&self) -> Properties {
@@ -184,6 +213,7 @@ impl FeaturePlan {
         let tls = req.tls_version.is_some_and(|v| !v.is_empty());
         let fingerprint = pass.ja4.filter(|_| tls).and_then(ja4::parse);
         let ja3 = pass.ja3.filter(|j| tls && ja4::is_ja3(j));
+        let family = pass.user_agent.filter(|_| fingerprint.is_some() && !self.ua_tables.is_empty()).map(ua::family);
         for (i, feature) in self.features.iter().enumerate() {
             let watched = out.watch.get(self.watch_index[i]).copied().unwrap_or_default();
             let number = |v: Option<f32>| v.unwrap_or(f32::NAN);
@@ -215,6 +245,13 @@ impl FeaturePlan {
                 Feature::TlsJa4Ciphers => number(fingerprint.map(|j| j.ciphers as f32)),
                 Feature::TlsJa4Extensions => number(fingerprint.map(|j| j.extensions as f32)),
                 Feature::VerifiedBot => number(req.signature.map(|s| s.is_ok() as u8 as f32)),
+                Feature::TlsUaConsistent => number(
+                    fingerprint
+                        .zip(family)
+                        .zip(self.ua_tables.get(self.table_index[i]))
+                        .and_then(|((j, family), table)| table.consistent(family, j.full))
+                        .map(|c| c as u8 as f32),
+                ),
                 Feature::Method => {
                     out.hash[i] = pass.method.map(|m| key.hash(m));
                     continue;
@@ -574,4 +611,70 @@ mod tests {
         let (_, v) = extract(&TLS, &[("x-edgescore-ja4", "junk"), ("x-edgescore-ja3", "e7d705a3286e19ea42f587b344ee6865")], over_tls);
         assert_eq!((v.hash[0], v.hash[5].is_some()), (None, true));
     }
+
+    fn ua_table(entries: &[(&str, &str)]) -> UaTable {
+        let mut e: Vec<_> = entries.iter().map(|(f, p)| crate::artifact::layout::UaFingerprint::new(f.as_bytes(), p.as_bytes()).unwrap()).collect();
+        e.sort();
+        crate::features::ua_fingerprints::check(&e).unwrap();
+        UaTable::new(&e)
+    }
+
+    const CHROME_UA: &str = "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/143.0.0.0 Safari/537.36";
+    const CHROME_JA4: &str = "t13d1516h2_8daaf6152771_d8a2da3f94cd";
+    const CURL_JA4: &str = "t13i3111h2_e8f1e7e78f70_b26ce05bbdd6";
+
+    /// `tls_ua_consistent` over `table` for a request with this user-agent and JA4.
+    fn consistency(table: Option<&UaTable>, ua: Option<&str>, ja4: &str, tls: Option<&'static [u8]>) -> f32 {
+        let mut plan = FeaturePlan::default();
+        let i = plan.add_reading(Feature::TlsUaConsistent, table);
+        let mut hs = vec![(":path", "/"), ("x-edgescore-ja4", ja4)];
+        hs.extend(ua.map(|u| ("user-agent", u)));
+        let buf = HeaderMap::encode(&hs);
+        let mut req = Request::new(HeaderMap::parse(&buf).unwrap());
+        req.tls_version = tls;
+        let mut out = plan.values();
+        plan.extract(&req, &HashKey::new(b"0123456789abcdef"), &mut out);
+        assert_eq!(plan.properties(), Properties { tls_version: true, ..Properties::default() });
+        out.numeric[i]
+    }
+
+    #[test]
+    fn tls_ua_consistent_by_the_table() {
+        let t = ua_table(&[("chrome", "t13d1516h2_8daaf6152771_*"), ("curl", CURL_JA4), ("firefox", "t13d1717h2_*")]);
+        let tls = Some(&b"TLSv1.3"[..]);
+        assert_eq!(consistency(Some(&t), Some(CHROME_UA), CHROME_JA4, tls), 1.0, "a prefix entry");
+        assert_eq!(consistency(Some(&t), Some("curl/8.5.0"), CURL_JA4, tls), 1.0, "a whole JA4");
+        assert_eq!(consistency(Some(&t), Some(CHROME_UA), CURL_JA4, tls), 0.0, "curl's handshake claiming Chrome");
+        assert_eq!(consistency(Some(&t), Some("curl/8.5.0"), CHROME_JA4, tls), 0.0);
+        let missing = [
+            consistency(Some(&t), Some(CHROME_UA), CHROME_JA4, None),
+            consistency(Some(&t), Some(CHROME_UA), CHROME_JA4, Some(b"")),
+            consistency(Some(&t), Some(CHROME_UA), "t13d1516h2_8daaf6152771_junk", tls),
+            consistency(Some(&t), Some(CHROME_UA), "", tls),
+            consistency(Some(&t), None, CHROME_JA4, tls),
+            consistency(Some(&t), Some("python-requests/2.32"), CHROME_JA4, tls),
+            consistency(None, Some(CHROME_UA), CHROME_JA4, tls),
+        ];
+        assert!(missing.iter().all(|v| v.is_nan()), "plain HTTP, a bad or no JA4, no user-agent, an unlisted family, no table: {missing:?}");
+    }
+
+    /// Each distinct table is a feature of its own; equal tables share one.
+    #[test]
+    fn each_table_answers_for_itself() {
+        let old = ua_table(&[("chrome", "t13d1516h2_8daaf6152771_d8a2da3f94cd")]);
+        let new = ua_table(&[("chrome", "t13d1516h2_8daaf6152771_*")]);
+        let mut plan = FeaturePlan::default();
+        let a = plan.add_reading(Feature::TlsUaConsistent, Some(&old));
+        let b = plan.add_reading(Feature::TlsUaConsistent, Some(&new));
+        assert_eq!(plan.add_reading(Feature::TlsUaConsistent, Some(&old.clone())), a);
+        assert_ne!(a, b);
+        assert_eq!((plan.ua_table(a), plan.ua_table(b)), (Some(&old), Some(&new)));
+        let buf = HeaderMap::encode(&[("user-agent", CHROME_UA), ("x-edgescore-ja4", "t13d1516h2_8daaf6152771_e5627efa2ab1")]);
+        let mut req = Request::new(HeaderMap::parse(&buf).unwrap());
+        over_tls(&mut req);
+        let mut out = plan.values();
+        plan.extract(&req, &HashKey::new(b"0123456789abcdef"), &mut out);
+        assert_eq!((out.numeric[a], out.numeric[b]), (0.0, 1.0), "new signature algorithms: only the prefix table knows them");
+    }
 }
+

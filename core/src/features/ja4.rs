@@ -73,6 +73,23 @@ pub fn parse(s: &[u8]) -> Option<Ja4<'_>> {
     Some(Ja4 { full: s, a: &s[..10], transport, version, sni, ciphers: count(&s[4..6])?, extensions: count(&s[6..8])?, alpn })
 }
 
+/// Whether `p` is the start of some JA4 [`parse`] accepts (the whole of one included): what a
+/// UA fingerprint table's `prefix*` entries hold.
+pub fn is_prefix(p: &[u8]) -> bool {
+    let hex = |c: u8| c.is_ascii_digit() || (b'a'..=b'f').contains(&c);
+    p.len() <= 36
+        && p.iter().enumerate().all(|(i, &c)| match i {
+            0 => matches!(c, b't' | b'q' | b'd'),
+            1 => matches!(c, b'1' | b'd' | b's' | b'0'),
+            2 => matches!(&[p[1], c], b"13" | b"12" | b"11" | b"10" | b"d3" | b"d2" | b"d1" | b"s3" | b"s2" | b"00"),
+            3 => matches!(c, b'd' | b'i'),
+            4..=7 => c.is_ascii_digit(),
+            8 | 9 => c.is_ascii_alphanumeric(),
+            10 | 23 => c == b'_',
+            _ => hex(c),
+        })
+}
+
 /// A JA3 hash as Envoy writes it: 32 lower-case hex digits.
 pub fn is_ja3(s: &[u8]) -> bool {
     s.len() == 32 && s.iter().all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(c))
@@ -112,6 +129,21 @@ mod tests {
             b"t13d1516h2_8daaf615277g_e5627efa2ab1",
         ] {
             assert_eq!(parse(s), None, "{:?}", String::from_utf8_lossy(s));
+        }
+    }
+
+    /// A prefix is exactly what some JA4 starts with: every start of a real one, and of no
+    /// string `parse` refuses at that length.
+    #[test]
+    fn prefixes_are_starts_of_a_ja4() {
+        for full in [&b"t13d1516h2_8daaf6152771_d8a2da3f94cd"[..], b"q00d0000h3_000000000000_000000000000", b"ds2i9904h1_abcdef012345_6789abcdef01"] {
+            assert!(parse(full).is_some());
+            for end in 0..=full.len() {
+                assert!(is_prefix(&full[..end]), "{:?}", String::from_utf8_lossy(&full[..end]));
+            }
+        }
+        for bad in [&b"x"[..], b"t14", b"t01", b"t13x", b"t13d1a", b"t13d1516h_", b"t13d1516h2-", b"t13d1516h2_8DA", b"t13d1516h2_8daaf6152771_d8a2da3f94cd0"] {
+            assert!(!is_prefix(bad), "{:?}", String::from_utf8_lossy(bad));
         }
     }
 

@@ -8,6 +8,7 @@ pub mod hash;
 pub mod ja4;
 mod schema;
 pub mod ua;
+pub mod ua_fingerprints;
 
 pub use extract::{FeaturePlan, FeatureValues, Properties, VelocityNeeds};
 pub use schema::{FeatureSchema, SchemaError, Slot, MAX_BUCKETS};
@@ -60,6 +61,7 @@ pub enum Feature {
     TlsJa4Extensions,
     TlsJa4Alpn,
     TlsJa3,
+    TlsUaConsistent,
     VerifiedBot,
     VerifiedBotAgent,
 }
@@ -103,6 +105,7 @@ pub const CATALOGUE: &[(&str, Kind, &str)] = &[
     ("tls_ja4_extensions", Kind::Numeric, "the JA4's extension count, GREASE excluded, capped at 99 (missing on plain HTTP)"),
     ("tls_ja4_alpn", Kind::Categorical, "the JA4's ALPN: first and last characters of the first value (`h2`, `h1`; `00` for none)"),
     ("tls_ja3", Kind::Categorical, "the connection's JA3 TLS client fingerprint (an MD5; missing on plain HTTP)"),
+    ("tls_ua_consistent", Kind::Numeric, "1 if the JA4 is one the user-agent's family presents by the model's table (`compile --ua-fingerprints`), 0 if that family's entries do not match; missing on plain HTTP, without a user-agent, or for a family the table does not list"),
     ("verified_bot", Kind::Numeric, "1 if the request's HTTP message signature verified against a trusted directory, 0 if it was refused (`verified_bots` section; missing when unsigned)"),
     ("verified_bot_agent", Kind::Categorical, "the verified agent: the name of the directory whose key signed the request (missing unless verified)"),
 ];
@@ -159,6 +162,7 @@ impl Feature {
             "tls_ja4_extensions" => Feature::TlsJa4Extensions,
             "tls_ja4_alpn" => Feature::TlsJa4Alpn,
             "tls_ja3" => Feature::TlsJa3,
+            "tls_ua_consistent" => Feature::TlsUaConsistent,
             "verified_bot" => Feature::VerifiedBot,
             "verified_bot_agent" => Feature::VerifiedBotAgent,
             _ => return None,
@@ -190,7 +194,7 @@ impl Feature {
 
     /// Whether the feature reads the connection's TLS fingerprints (`ja4`).
     pub fn is_fingerprint(&self) -> bool {
-        matches!(self, Feature::TlsJa4 | Feature::TlsJa4A | Feature::TlsJa4Ciphers | Feature::TlsJa4Extensions | Feature::TlsJa4Alpn | Feature::TlsJa3)
+        matches!(self, Feature::TlsJa4 | Feature::TlsJa4A | Feature::TlsJa4Ciphers | Feature::TlsJa4Extensions | Feature::TlsJa4Alpn | Feature::TlsJa3 | Feature::TlsUaConsistent)
     }
 
     /// Whether the feature reads the request's signature (`crate::signatures`).

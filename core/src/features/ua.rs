@@ -35,6 +35,17 @@ const FAMILIES: &[(&[u8], &[u8])] = &[
     (b"crawl", b"other-bot"),
 ];
 
+/// Whether `name` is a family [`family`] gives for a token it knows (not a first product
+/// token): what a UA fingerprint table may list.
+pub fn is_family(name: &[u8]) -> bool {
+    FAMILIES.iter().any(|(_, f)| *f == name)
+}
+
+/// Every family name [`is_family`] accepts, once each, in `FAMILIES` order.
+pub fn family_names() -> impl Iterator<Item = &'static [u8]> {
+    FAMILIES.iter().enumerate().filter(|(i, (_, f))| !FAMILIES[..*i].iter().any(|(_, g)| g == f)).map(|(_, (_, f))| *f)
+}
+
 /// Per byte value: the tokens (bits, by index in `FAMILIES`) whose byte at `AT` is that byte
 /// in either case, so [`family`] compares a token only where its first two bytes occur.
 const fn tokens_with_byte<const AT: usize>() -> [u32; 256] {

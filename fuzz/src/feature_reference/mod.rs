@@ -9,6 +9,7 @@
 
 mod address;
 mod tls;
+pub mod ua_consistency;
 mod ua_family;
 
 use edgescore_core::features::hash::HashKey;
@@ -77,6 +78,9 @@ pub fn expected(name: &str, req: &ReferenceRequest, key: &HashKey) -> Expected {
         "tls_ja4_extensions" => Number(tls::ja4(fingerprint(req, b"x-edgescore-ja4")).map(|j| j.extensions)),
         "tls_ja4_alpn" => hash(tls::ja4(fingerprint(req, b"x-edgescore-ja4")).map(|j| j.alpn)),
         "tls_ja3" => hash(fingerprint(req, b"x-edgescore-ja3").filter(|v| tls::is_ja3(v))),
+        // A slot without a model's table (`FeatureSchema::slot`): nothing is listed, so missing;
+        // `ua_consistency::consistent` gives its value by a table.
+        "tls_ua_consistent" => Number(None),
         // The signature's check is the glue's (`signatures::Bots`), not the request's: a request
         // it did not check has both missing (core/src/signatures tests check the checked ones).
         "verified_bot" => Number(None),

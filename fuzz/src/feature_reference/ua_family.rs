@@ -35,6 +35,11 @@ const FAMILIES: &[(&str, &str)] = &[
     ("crawl", "other-bot"),
 ];
 
+/// The names of the families above (what a UA fingerprint table may list).
+pub fn family_names() -> impl Iterator<Item = &'static [u8]> {
+    FAMILIES.iter().map(|(_, f)| f.as_bytes())
+}
+
 pub fn family(ua: &[u8]) -> &[u8] {
     let lower = ua.to_ascii_lowercase();
     for (token, family) in FAMILIES {

@@ -340,6 +340,7 @@ pub fn read(bytes: &[u8]) -> Result<ModelIr, ReadError> {
     }
 
     Ok(ModelIr {
+        ua_fingerprints: Vec::new(),
         name: String::new(),
         version: catboost_version(model.model_info.as_ref()),
         source: SourceFormat::CatBoost,

@@ -109,6 +109,7 @@ fn from_proto(model: &pb::ModelProto) -> Result<ModelIr, ReadError> {
 
     let n_features = n_features.unwrap_or_else(|| split_width(&skeletons).unwrap_or(0));
     Ok(ModelIr {
+        ua_fingerprints: Vec::new(),
         name: if graph.name.is_empty() { "onnx-model".into() } else { graph.name.clone() },
         version: model.model_version.to_string(),
         source: SourceFormat::Onnx,
@@ -156,6 +157,7 @@ fn ensemble5_model(model: &pb::ModelProto, graph: &pb::GraphProto, attrs: &Attrs
     let n_features = n_features.unwrap_or_else(|| split_width(&skeletons).unwrap_or(1));
     let trees = ir_trees(&skeletons, Some);
     Ok(ModelIr {
+        ua_fingerprints: Vec::new(),
         name: if graph.name.is_empty() { "onnx-model".into() } else { graph.name.clone() },
         version: model.model_version.to_string(),
         source: SourceFormat::Onnx,

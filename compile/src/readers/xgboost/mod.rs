@@ -437,6 +437,7 @@ pub fn read(bytes: &[u8]) -> Result<ModelIr, ReadError> {
         })
         .collect();
     Ok(ModelIr {
+        ua_fingerprints: Vec::new(),
         name: "xgboost-model".into(),
         version: "0".into(),
         source: SourceFormat::XGBoost,
