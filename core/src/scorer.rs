@@ -193,7 +193,12 @@ impl Scorer {
         }
         // After the models, so their slots keep the names their gathers were made with.
         for (i, f) in cfg.feature_log.features.iter().enumerate() {
-            schema.slot(&f.name, f.buckets).map_err(|err| ConfigError::new(format!("feature_log.features[{i}]"), err.to_string()))?;
+            let field = format!("feature_log.features[{i}]");
+            // Its answer is a model's table's: a model that carries one logs it.
+            if crate::features::Feature::parse(&f.name) == Some(crate::features::Feature::TlsUaConsistent) {
+                return Err(ConfigError::new(field, "`tls_ua_consistent` reads a model's UA fingerprint table: the feature log carries it for a model that reads it"));
+            }
+            schema.slot(&f.name, f.buckets).map_err(|err| ConfigError::new(field, err.to_string()))?;
         }
         if let (None, Some(slot)) = (&cfg.velocity, schema.slots().iter().find(|s| crate::features::Feature::parse(&s.name).is_some_and(|f| f.is_velocity()))) {
             return Err(ConfigError::new("velocity", format!("required: a model or the feature log reads `{}`, a client's count", slot.name)));

@@ -46,6 +46,7 @@ fn a_listed_feature_is_refused_like_a_models() {
     assert_eq!(refused(r#"[{"name":"tls_ja5"}]"#, ""), "feature_log.features[0]: feature `tls_ja5` is not in the filter's feature catalogue");
     assert!(refused(r#"[{"name":"path_length"},{"name":"tls_ja4"}]"#, "").starts_with("feature_log.features[1]: "), "a categorical feature needs buckets");
     assert!(refused(r#"[{"name":"path_length","buckets":8}]"#, "").starts_with("feature_log.features[0]: "), "a numeric one has none");
+    assert!(refused(r#"[{"name":"tls_ua_consistent"}]"#, "").contains("a model's UA fingerprint table"), "its answer is a model's table's");
     assert_eq!(
         refused(r#"[{"name":"client_paths_60s"}]"#, ""),
         "velocity: required: a model or the feature log reads `client_paths_60s`, a client's count"
