@@ -27,6 +27,7 @@ mod metrics;
 mod poll_group;
 mod poller;
 mod stream;
+mod stream_clients;
 mod text;
 mod workers;
 

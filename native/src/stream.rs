@@ -25,7 +25,11 @@ const MAX_REPLY_HEADERS: usize = 16;
 pub fn request_headers(f: &Filter, s: Stream, end_of_stream: bool) -> u32 {
     let mut guard = f.workers.lock(s.worker_index());
     guard.take_next();
-    let Slot { current, pending, headers, text, clients, bots, .. } = &mut *guard;
+    let Slot { current, pending, headers, text, clients, stream_clients, bots, .. } = &mut *guard;
+    if clients.is_some() {
+        // What an earlier stream at this address left, were it never completed: not this one's.
+        stream_clients.take(s.id());
+    }
     let Some(worker) = current.as_mut() else { return HEADERS_CONTINUE };
     if !worker.scorer.models().iter().any(|p| !p.shadow) || !s.request_headers(headers) {
         // No active model yet (registry models not delivered, no bootstrap artifact), or a
@@ -41,13 +45,16 @@ pub fn request_headers(f: &Filter, s: Stream, end_of_stream: bool) -> u32 {
     let properties = Property::ALL.map(|p| if wanted[p as usize] { s.attribute(ATTRIBUTES[p as usize]) } else { None });
     let mut request = Request::with_properties(map, properties);
     let needs = worker.scorer.velocity();
+    let now = if needs.requests || bots.is_some() { now_s() } else { 0 };
     if let (true, Some(c)) = (needs.requests, clients.as_mut()) {
-        if let Some((_, v)) = c.request(&request, now_s()) {
-            request.velocity = Some(v);
+        let counted = c.request(&request, now);
+        request.velocity = counted.map(|(_, v)| v);
+        if needs.answers {
+            stream_clients.remember(s.id(), counted.map(|(client, _)| client));
         }
     }
     if let Some(b) = bots.as_mut() {
-        request.signature = b.check(&request.headers, now_s() as u64);
+        request.signature = b.check(&request.headers, now as u64);
     }
     let outcome = match worker.scorer.decide(&request, end_of_stream) {
         Ok(o) => o,
@@ -104,19 +111,24 @@ pub fn request_headers(f: &Filter, s: Stream, end_of_stream: bool) -> u32 {
 /// `on_http_filter_stream_complete`: forgets a held stream, and counts the status the stream
 /// was answered with for its client when the models read a client's shares. Envoy calls this
 /// hook for every stream anyway (the Wasm filter reads the same `response.code` as its stream
-/// is deleted); the client is found again from the request headers, still readable here.
+/// is deleted); the client is the one its request headers remembered (`stream_clients`), or,
+/// if another stream took its slot, found again from the request headers, still readable here.
 /// Envoy 1.40 runs it after the hook that sent a local reply returned (the module's own block
 /// replies count here, tests/test_velocity.py); were it ever re-entrant, the module forgot the
 /// stream before it called into Envoy, and that one answer would go uncounted.
 pub fn complete(f: &Filter, s: Stream) {
     let Some(mut guard) = f.workers.lock_unless_reentrant(s.worker_index()) else { return };
     crate::text::forget(&mut guard, s);
-    let Slot { current, headers, clients, .. } = &mut *guard;
+    let Slot { current, headers, clients, stream_clients, .. } = &mut *guard;
     let (Some(worker), Some(clients)) = (current.as_ref(), clients.as_mut()) else { return };
-    if !worker.scorer.velocity().answers {
+    let remembered = stream_clients.take(s.id());
+    if !worker.scorer.velocity().answers || remembered == Some(None) {
         return;
     }
     let Some(status) = s.attribute_int(ATTR_RESPONSE_CODE).and_then(|c| u16::try_from(c).ok()) else { return };
+    if let Some(Some(id)) = remembered {
+        return clients.answer(id, status, now_s());
+    }
     if !s.request_headers(headers) {
         return;
     }

@@ -54,6 +54,8 @@ pub struct Slot {
     pub text: Vec<crate::text::TextStream>,
     /// This worker's clients (`velocity`): outside the scorers, so a swap keeps their counts.
     pub clients: Option<Clients>,
+    /// The client of each of this worker's streams, for its completion (`velocity` shares).
+    pub stream_clients: crate::stream_clients::StreamClients,
     /// This worker's signature checks (`verified_bots`): outside the scorers, so a swap keeps
     /// the keys.
     pub bots: Option<Bots>,
@@ -129,6 +131,7 @@ impl Workers {
                     headers: Vec::with_capacity(64),
                     text: Vec::new(),
                     clients: Clients::carry(None, cfg),
+                    stream_clients: crate::stream_clients::StreamClients::new(),
                     bots: Bots::new(cfg),
                     inline_verdict: None,
                 }),
