@@ -640,10 +640,18 @@ fn explanations(model: &Model, art: &Art, nf: usize, no: usize, data: &[u8]) {
         e.explain(&x, &mut credits).expect("explain");
         e.margins(&x, &mut margins).expect("margins");
         let (_, mag) = art.margins(&x);
+        // A linear leaf's value adds its `coeff * x` terms to its constant in the scorer's order,
+        // and its credits keep them apart: what the sum loses to rounding is relative to the
+        // largest of those terms (a constant of -4 beside terms of ±2.7e39 is lost in the value).
+        let largest_term = (0..e.leaf_values().len())
+            .filter_map(|i| e.linear_leaf(i))
+            .flat_map(|(_, terms)| terms.iter().map(|t| (t.coeff * f64::from(x[t.feature as usize])).abs()))
+            .filter(|v| v.is_finite())
+            .fold(0.0, f64::max);
         for o in 0..no {
             let own = &credits[o * (nf + 1)..(o + 1) * (nf + 1)];
             let sum: f64 = own.iter().sum();
-            let terms = mag[o].max(explainer.expected()[o].abs()).max(largest_leaf * e.trees().len() as f64) * 2.0 * depth;
+            let terms = mag[o].max(explainer.expected()[o].abs()).max((largest_leaf + largest_term) * e.trees().len() as f64) * 2.0 * depth;
             let scale: f64 = own.iter().map(|c| c.abs()).sum::<f64>().max(margins[o].abs()).max(terms).max(1.0);
             if !(sum.is_finite() && margins[o].is_finite() && scale.is_finite()) {
                 continue;
