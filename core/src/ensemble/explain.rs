@@ -58,24 +58,18 @@ impl Explainer {
         let n_out = meta.n_outputs as usize;
         let divisor = if meta.aggregate == crate::artifact::layout::aggregate::AVERAGE { meta.aggregate_divisor } else { 1.0 };
         let mut expected: Vec<f64> = e.base.to_vec();
-        let mut per_leaf: Vec<Vec<Credit>> = vec![Vec::new(); e.leaves.len()];
+        let mut leaves = LeafCredits::new(e.leaves.len());
         let linear = !e.linear_leaves.is_empty();
         let mut linear_credit = if linear { vec![[u32::MAX, 0]; e.leaves.len()] } else { Vec::new() };
         let credit = SplitInputs { e };
         for tree in e.trees {
             if tree.layout == tree_layout::OBLIVIOUS {
-                oblivious(e, tree, covers, divisor, &credit, &mut expected, &mut per_leaf);
+                oblivious(e, tree, covers, divisor, &credit, &mut expected, &mut leaves);
             } else {
-                node_tree(e, &meta, tree, covers, divisor, &credit, &mut expected, &mut per_leaf, &mut linear_credit);
+                node_tree(e, &meta, tree, covers, divisor, &credit, &mut expected, &mut leaves, &mut linear_credit);
             }
         }
-        let mut starts = Vec::with_capacity(per_leaf.len() + 1);
-        let mut credits = Vec::new();
-        for leaf in per_leaf {
-            starts.push(credits.len() as u32);
-            credits.extend(leaf);
-        }
-        starts.push(credits.len() as u32);
+        let (starts, credits) = leaves.in_leaf_order();
         debug_assert_eq!(expected.len(), n_out);
         Some(Explainer { expected, starts, credits, linear_credit })
     }
@@ -106,16 +100,15 @@ struct SplitInputs<'a> {
 }
 
 impl SplitInputs<'_> {
-    /// Appends (input, share) for a split on `split_feature`.
-    fn inputs(&self, split_feature: u16, out: &mut Vec<(u32, f64)>) {
+    /// Calls `each(input, share)` for the inputs a split on `split_feature` credits.
+    fn inputs(&self, split_feature: u16, mut each: impl FnMut(u32, f64)) {
         let (f, nf) = (self.e.tested_feature(split_feature), self.e.n_features());
         if f < nf {
-            out.push((f as u32, 1.0));
-            return;
+            return each(f as u32, 1.0);
         }
         let sources = ctr_sources(self.e.ctr_parts(f - nf));
         let share = 1.0 / sources.len().max(1) as f64;
-        out.extend(sources.into_iter().map(|s| (s, share)));
+        sources.into_iter().for_each(|s| each(s, share));
     }
 }
 
@@ -128,15 +121,53 @@ pub fn ctr_sources(parts: &[CtrPart]) -> Vec<u32> {
     sources
 }
 
-/// Adds `delta` for a split on `split_feature` to `path`, merging per (input, output).
-fn push_credit(credit: &SplitInputs, split_feature: u16, output: u32, delta: f64, path: &mut Vec<Credit>) {
-    let mut shares = Vec::new();
-    credit.inputs(split_feature, &mut shares);
-    for (feature, share) in shares {
-        match path.iter_mut().find(|c| c.feature == feature && c.output == output) {
-            Some(c) => c.delta += delta * share,
-            None => path.push(Credit { feature, output, delta: delta * share }),
+/// Every leaf's credits while the trees are read: appended leaf by leaf into one buffer, not
+/// one allocation per leaf (a large model has hundreds of thousands), then laid out in LEAVES
+/// order.
+struct LeafCredits {
+    /// Per LEAVES index, (start, len) in `all`.
+    spans: Vec<(u32, u32)>,
+    all: Vec<Credit>,
+    /// The path being read: one credit per split and output, merged by `end_leaf`.
+    path: Vec<Credit>,
+}
+
+impl LeafCredits {
+    fn new(n_leaves: usize) -> LeafCredits {
+        LeafCredits { spans: vec![(0, 0); n_leaves], all: Vec::new(), path: Vec::new() }
+    }
+
+    /// Adds `delta` for a split on `split_feature` to the path being read.
+    fn push(&mut self, credit: &SplitInputs, split_feature: u16, output: u32, delta: f64) {
+        credit.inputs(split_feature, |feature, share| self.path.push(Credit { feature, output, delta: delta * share }));
+    }
+
+    /// The path read is leaf `leaf`'s: its credits merged per (output, input). The sort is
+    /// stable, so each merged delta adds its parts in the order the path gave them (the
+    /// leaf upwards), and a row's sums do not depend on how many inputs a path has.
+    fn end_leaf(&mut self, leaf: usize) {
+        self.path.sort_by_key(|c| (c.output, c.feature));
+        self.path.dedup_by(|later, kept| {
+            let same = later.output == kept.output && later.feature == kept.feature;
+            if same {
+                kept.delta += later.delta;
+            }
+            same
+        });
+        self.spans[leaf] = (self.all.len() as u32, self.path.len() as u32);
+        self.all.append(&mut self.path);
+    }
+
+    /// (starts, credits): leaf `i`'s credits are `credits[starts[i]..starts[i + 1]]`.
+    fn in_leaf_order(self) -> (Vec<u32>, Vec<Credit>) {
+        let mut starts = Vec::with_capacity(self.spans.len() + 1);
+        let mut credits = Vec::with_capacity(self.all.len());
+        for &(start, len) in &self.spans {
+            starts.push(credits.len() as u32);
+            credits.extend_from_slice(&self.all[start as usize..(start + len) as usize]);
         }
+        starts.push(credits.len() as u32);
+        (starts, credits)
     }
 }
 
@@ -145,7 +176,7 @@ fn push_credit(credit: &SplitInputs, split_feature: u16, output: u32, delta: f64
 #[allow(clippy::too_many_arguments)]
 fn node_tree(
     e: &TreeEnsemble, meta: &Meta, tree: &TreeSpec, covers: &[f32], divisor: f64, credit: &SplitInputs, expected: &mut [f64],
-    per_leaf: &mut [Vec<Credit>], linear_credit: &mut [[u32; 2]],
+    leaves: &mut LeafCredits, linear_credit: &mut [[u32; 2]],
 ) {
     let (root, end) = (tree.root as usize, tree.end as usize);
     let vector = tree.output == VECTOR_OUTPUT;
@@ -179,13 +210,11 @@ fn node_tree(
     for o in 0..width {
         expected[out_of(o) as usize] += value[o] / divisor;
     }
-    let mut path = Vec::new();
     for i in 0..n {
         let nd = e.nodes[root + i];
         if nd.flags & node::LEAF == 0 {
             continue;
         }
-        path.clear();
         let mut child = i;
         let mut last_split = None;
         while parent[child] != usize::MAX {
@@ -194,19 +223,19 @@ fn node_tree(
             last_split.get_or_insert(split);
             for o in 0..width {
                 let delta = (value[child * width + o] - value[p * width + o]) / divisor;
-                push_credit(credit, split, out_of(o), delta, &mut path);
+                leaves.push(credit, split, out_of(o), delta);
             }
             child = p;
         }
         let first = (nd.payload & node::LEAF_INDEX_MASK) as usize;
         if !linear_credit.is_empty() {
-            let mut shares = Vec::new();
+            let mut to = None;
             if let Some(split) = last_split {
-                credit.inputs(split, &mut shares);
+                credit.inputs(split, |input, _| _ = to.get_or_insert(input));
             }
-            linear_credit[first] = [shares.first().map_or(u32::MAX, |s| s.0), tree.output];
+            linear_credit[first] = [to.unwrap_or(u32::MAX), tree.output];
         }
-        per_leaf[first] = path.clone();
+        leaves.end_leaf(first);
     }
 }
 
@@ -214,7 +243,7 @@ fn node_tree(
 /// last level at the root, so the node after k levels holds the leaves whose high k index
 /// bits the row's tests of levels d − 1 … d − k set; its expected value is theirs, weighted by
 /// their covers.
-fn oblivious(e: &TreeEnsemble, tree: &TreeSpec, covers: &[f32], divisor: f64, credit: &SplitInputs, expected: &mut [f64], per_leaf: &mut [Vec<Credit>]) {
+fn oblivious(e: &TreeEnsemble, tree: &TreeSpec, covers: &[f32], divisor: f64, credit: &SplitInputs, expected: &mut [f64], leaves: &mut LeafCredits) {
     let (root, depth) = (tree.root as usize, tree.depth as usize);
     let first = (e.nodes[root + depth].payload & node::LEAF_INDEX_MASK) as usize;
     let size = 1usize << depth;
@@ -232,14 +261,12 @@ fn oblivious(e: &TreeEnsemble, tree: &TreeSpec, covers: &[f32], divisor: f64, cr
             .collect();
     }
     expected[tree.output as usize] += level[0][0].1 / divisor;
-    let mut path = Vec::new();
     for i in 0..size {
-        path.clear();
         for k in 0..depth {
             let delta = (level[k + 1][i >> (depth - k - 1)].1 - level[k][i >> (depth - k)].1) / divisor;
-            push_credit(credit, e.nodes[root + depth - 1 - k].feature, tree.output, delta, &mut path);
+            leaves.push(credit, e.nodes[root + depth - 1 - k].feature, tree.output, delta);
         }
-        per_leaf[first + i] = path.clone();
+        leaves.end_leaf(first + i);
     }
 }
 
