@@ -221,6 +221,10 @@ fuzz:
 # fuzz/artifacts/. Installs the nightly fuzz/rust-toolchain.toml pins, and cargo-fuzz, on first use.
 FUZZ_SMOKE_SECONDS ?= 20
 FUZZ_SMOKE_TARGETS := artifact:seeds artifact_mutated ir_roundtrip config:seeds-config registry:seeds-registry features:seeds-features text signatures
+# libFuzzer lets inputs grow only while coverage stalls (-len_control), which held ir_roundtrip's
+# to 33 bytes: models of a tree or two. Its generator needs up to 4 KiB for what gen::census counts.
+FUZZ_FULL_LENGTH := ir_roundtrip
+FUZZ_FULL_LENGTH_FLAGS := -max_len=4096 -len_control=0
 .PHONY: fuzz-smoke
 fuzz-smoke:
 	@nightly=$$(sed -n 's/^channel = "\(.*\)"/\1/p' fuzz/rust-toolchain.toml); \
@@ -229,7 +233,8 @@ fuzz-smoke:
 	cd fuzz && $(CARGO) fuzz build
 	@mkdir -p target/fuzz-smoke; cd fuzz && for t in $(FUZZ_SMOKE_TARGETS); do name=$${t%%:*}; seeds=$${t#$$name}; \
 	  mkdir -p corpus/$$name; log=../target/fuzz-smoke/$$name.log; \
-	  $(CARGO) fuzz run $$name corpus/$$name $${seeds#:} -- -max_total_time=$(FUZZ_SMOKE_SECONDS) -timeout=60 -print_final_stats=1 >$$log 2>&1 \
+	  flags=; case " $(FUZZ_FULL_LENGTH) " in *" $$name "*) flags="$(FUZZ_FULL_LENGTH_FLAGS)";; esac; \
+	  $(CARGO) fuzz run $$name corpus/$$name $${seeds#:} -- -max_total_time=$(FUZZ_SMOKE_SECONDS) -timeout=60 -print_final_stats=1 $$flags >$$log 2>&1 \
 	    || { tail -n 40 $$log; echo "fuzz-smoke: $$name failed (log: target/fuzz-smoke/$$name.log; a finding's input is under fuzz/artifacts/$$name/)"; exit 1; }; \
 	  echo "fuzz-smoke: $$name: $$(grep -o 'stat::number_of_executed_units: *[0-9]*' $$log | grep -o '[0-9]*$$') runs, no finding"; done
 

@@ -489,7 +489,7 @@ mod census {
         let mut count = std::collections::BTreeMap::<&str, usize>::new();
         let mut bump = |what: &'static str, yes: bool| *count.entry(what).or_default() += usize::from(yes);
         for _ in 0..N {
-            // Lengths and bytes as a fuzzer's first inputs have them: anything up to 4 KiB.
+            // Lengths up to 4 KiB, as `ir_roundtrip` runs with them (-max_len=4096 -len_control=0).
             let bytes: Vec<u8> = (0..64 + rng.below(4032)).map(|_| rng.next() as u8).collect();
             let Ok(ir) = model(&mut Unstructured::new(&bytes), Cfg { allow_bad: false }) else { continue };
             let Ok(written) = write(&ir) else { continue };
