@@ -16,7 +16,7 @@ use edgescore_fuzz::mutate::{self, Fixups, Layout, Mutation};
 use edgescore_fuzz::oracle;
 use libfuzzer_sys::fuzz_target;
 
-const REAL: [&[u8]; 10] = [
+const REAL: [&[u8]; 12] = [
     include_bytes!("../seeds/xgb_categorical.esm"),
     include_bytes!("../seeds/lgb_zero_missing.esm"),
     // Format 3: oblivious trees (with CTR features in the second).
@@ -30,6 +30,9 @@ const REAL: [&[u8]; 10] = [
     include_bytes!("../seeds/xgb_nan_low.esm"),
     include_bytes!("../seeds/catboost_nan_low.esm"),
     include_bytes!("../seeds/lgb_zero_columns.esm"),
+    // Format 6: node values and a drift reference. Format 7: the same with a UA fingerprint table.
+    include_bytes!("../seeds/xgb_drift.esm"),
+    include_bytes!("../seeds/xgb_ua_fingerprints.esm"),
 ];
 
 fuzz_target!(|data: &[u8]| {

@@ -128,34 +128,43 @@ struct LeafCredits {
     /// Per LEAVES index, (start, len) in `all`.
     spans: Vec<(u32, u32)>,
     all: Vec<Credit>,
-    /// The path being read: one credit per split and output, merged by `end_leaf`.
-    path: Vec<Credit>,
+    /// The path being read, leaf upwards: each split's inputs (input, share, the split's
+    /// position) and its change per output (`deltas[position * width + o]`).
+    inputs: Vec<(u32, f64, u32)>,
+    deltas: Vec<f64>,
+    splits: u32,
 }
 
 impl LeafCredits {
     fn new(n_leaves: usize) -> LeafCredits {
-        LeafCredits { spans: vec![(0, 0); n_leaves], all: Vec::new(), path: Vec::new() }
+        LeafCredits { spans: vec![(0, 0); n_leaves], all: Vec::new(), inputs: Vec::new(), deltas: Vec::new(), splits: 0 }
     }
 
-    /// Adds `delta` for a split on `split_feature` to the path being read.
-    fn push(&mut self, credit: &SplitInputs, split_feature: u16, output: u32, delta: f64) {
-        credit.inputs(split_feature, |feature, share| self.path.push(Credit { feature, output, delta: delta * share }));
+    /// The next split up the path: on `split_feature`, changing each output by `deltas`.
+    fn push(&mut self, credit: &SplitInputs, split_feature: u16, deltas: impl Iterator<Item = f64>) {
+        let at = self.splits;
+        credit.inputs(split_feature, |input, share| self.inputs.push((input, share, at)));
+        self.deltas.extend(deltas);
+        self.splits += 1;
     }
 
-    /// The path read is leaf `leaf`'s: its credits merged per (output, input). The sort is
-    /// stable, so each merged delta adds its parts in the order the path gave them (the
-    /// leaf upwards), and a row's sums do not depend on how many inputs a path has.
-    fn end_leaf(&mut self, leaf: usize) {
-        self.path.sort_by_key(|c| (c.output, c.feature));
-        self.path.dedup_by(|later, kept| {
-            let same = later.output == kept.output && later.feature == kept.feature;
-            if same {
-                kept.delta += later.delta;
+    /// The path read is leaf `leaf`'s: its credits per (output, input), in that order, each
+    /// adding its splits' parts leaf upwards. Sorting the inputs (a few per split), not the
+    /// credits, keeps a path of many outputs linear in its length (256 outputs × depth 20).
+    fn end_leaf(&mut self, leaf: usize, width: usize, output: impl Fn(usize) -> u32) {
+        self.inputs.sort_by_key(|&(input, _, _)| input); // stable: split order within an input
+        let start = self.all.len();
+        for o in 0..width {
+            for run in self.inputs.chunk_by(|a, b| a.0 == b.0) {
+                let part = |&(_, share, at): &(u32, f64, u32)| self.deltas[at as usize * width + o] * share;
+                let delta = run[1..].iter().fold(part(&run[0]), |sum, p| sum + part(p));
+                self.all.push(Credit { feature: run[0].0, output: output(o), delta });
             }
-            same
-        });
-        self.spans[leaf] = (self.all.len() as u32, self.path.len() as u32);
-        self.all.append(&mut self.path);
+        }
+        self.spans[leaf] = (start as u32, (self.all.len() - start) as u32);
+        self.inputs.clear();
+        self.deltas.clear();
+        self.splits = 0;
     }
 
     /// (starts, credits): leaf `i`'s credits are `credits[starts[i]..starts[i + 1]]`.
@@ -221,10 +230,7 @@ fn node_tree(
             let p = parent[child];
             let split = e.nodes[root + p].feature;
             last_split.get_or_insert(split);
-            for o in 0..width {
-                let delta = (value[child * width + o] - value[p * width + o]) / divisor;
-                leaves.push(credit, split, out_of(o), delta);
-            }
+            leaves.push(credit, split, (0..width).map(|o| (value[child * width + o] - value[p * width + o]) / divisor));
             child = p;
         }
         let first = (nd.payload & node::LEAF_INDEX_MASK) as usize;
@@ -235,7 +241,7 @@ fn node_tree(
             }
             linear_credit[first] = [to.unwrap_or(u32::MAX), tree.output];
         }
-        leaves.end_leaf(first);
+        leaves.end_leaf(first, width, out_of);
     }
 }
 
@@ -264,9 +270,9 @@ fn oblivious(e: &TreeEnsemble, tree: &TreeSpec, covers: &[f32], divisor: f64, cr
     for i in 0..size {
         for k in 0..depth {
             let delta = (level[k + 1][i >> (depth - k - 1)].1 - level[k][i >> (depth - k)].1) / divisor;
-            leaves.push(credit, e.nodes[root + depth - 1 - k].feature, tree.output, delta);
+            leaves.push(credit, e.nodes[root + depth - 1 - k].feature, [delta].into_iter());
         }
-        leaves.end_leaf(first + i);
+        leaves.end_leaf(first + i, 1, |_| tree.output);
     }
 }
 
