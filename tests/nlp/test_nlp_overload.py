@@ -4,9 +4,10 @@ the filter fails open within its timeout; nothing hangs, and the service serves 
 The service is started (nlp.run, its own Ray head) with the smallest admission limits (one
 text running, one queued, 0.1 s in the queue at most) so that 24 clients in a closed loop
 overrun it whatever the machine's speed: on a loaded machine a client spends most of its loop
-in Python and Envoy, not at the service, and with 12 texts admitted the service once kept up
-with all 24 through Envoy. Every text is unique, so no cache can absorb the load. (Not more clients: the recording upstream behind Envoy is a
-Python server with a listen backlog of 5.) Needs `make build` for the Envoy part.
+in Python and Envoy, not at the service, so wider limits let the service keep up with all 24.
+Every text is unique, so no cache can absorb the load. (Not more clients: the recording
+upstream behind Envoy is a Python server with a listen backlog of 5.) Needs `make build` for
+the Envoy part.
 """
 
 from __future__ import annotations
