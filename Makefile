@@ -216,9 +216,10 @@ fuzz:
 	cd fuzz && $(CARGO) fuzz run artifact -- -max_total_time=$${SECONDS_TO_FUZZ:-300}
 
 # `make test`'s fuzzing step: builds every fuzz target (fuzz/README.md; AddressSanitizer and
-# debug assertions on) and runs each for FUZZ_SMOKE_SECONDS over its seeds (new inputs go to
-# fuzz/corpus/, not in git); fails on any finding, whose input libFuzzer writes under
-# fuzz/artifacts/. Installs the nightly fuzz/rust-toolchain.toml pins, and cargo-fuzz, on first use.
+# debug assertions on), replays its reproducers (fuzz/crashes/<target>-*), and runs it for
+# FUZZ_SMOKE_SECONDS over its seeds (new inputs go to fuzz/corpus/, not in git); fails on any
+# finding, whose input libFuzzer writes under fuzz/artifacts/. Installs the nightly
+# fuzz/rust-toolchain.toml pins, and cargo-fuzz, on first use.
 FUZZ_SMOKE_SECONDS ?= 20
 FUZZ_SMOKE_TARGETS := artifact:seeds artifact_mutated ir_roundtrip config:seeds-config registry:seeds-registry features:seeds-features text signatures
 # libFuzzer lets inputs grow only while coverage stalls (-len_control), which held ir_roundtrip's
@@ -234,9 +235,11 @@ fuzz-smoke:
 	@mkdir -p target/fuzz-smoke; cd fuzz && for t in $(FUZZ_SMOKE_TARGETS); do name=$${t%%:*}; seeds=$${t#$$name}; \
 	  mkdir -p corpus/$$name; log=../target/fuzz-smoke/$$name.log; \
 	  flags=; case " $(FUZZ_FULL_LENGTH) " in *" $$name "*) flags="$(FUZZ_FULL_LENGTH_FLAGS)";; esac; \
+	  repro=$$(ls crashes/$$name-* 2>/dev/null); [ -z "$$repro" ] || $(CARGO) fuzz run $$name $$repro >$$log 2>&1 \
+	    || { tail -n 40 $$log; echo "fuzz-smoke: $$name fails on a reproducer in fuzz/crashes/ (log: target/fuzz-smoke/$$name.log)"; exit 1; }; \
 	  $(CARGO) fuzz run $$name corpus/$$name $${seeds#:} -- -max_total_time=$(FUZZ_SMOKE_SECONDS) -timeout=60 -print_final_stats=1 $$flags >$$log 2>&1 \
 	    || { tail -n 40 $$log; echo "fuzz-smoke: $$name failed (log: target/fuzz-smoke/$$name.log; a finding's input is under fuzz/artifacts/$$name/)"; exit 1; }; \
-	  echo "fuzz-smoke: $$name: $$(grep -o 'stat::number_of_executed_units: *[0-9]*' $$log | grep -o '[0-9]*$$') runs, no finding"; done
+	  echo "fuzz-smoke: $$name: $$(echo $$repro | wc -w) reproducers and $$(grep -o 'stat::number_of_executed_units: *[0-9]*' $$log | grep -o '[0-9]*$$') runs, no finding"; done
 
 # The whole edge path (Envoy, filter, registry, Ray NLP service) under constant load for
 # SOAK_MINUTES (10) while the NLP service is killed and slowed and models are republished, a bad

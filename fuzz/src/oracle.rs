@@ -629,9 +629,11 @@ fn explanations(model: &Model, art: &Art, nf: usize, no: usize, data: &[u8]) {
     let e = explained.ensemble();
     let Some(explainer) = e.explainer() else { panic!("ORACLE: a model with node values that loads has no explainer") };
     // Credits are differences of node expected values along a path (weighted means of a
-    // subtree's leaves, as large as its largest leaf), which may cancel: their sum's rounding is
-    // relative to those terms, not to its result.
+    // subtree's leaves, as large as its largest leaf, over an averaging model's divisor), which
+    // may cancel: their sum's rounding is relative to those terms, not to its result.
     let depth = e.trees().iter().map(|t| t.depth as f64).fold(1.0, f64::max);
+    let meta = e.meta();
+    let divisor = if meta.aggregate == aggregate::AVERAGE { meta.aggregate_divisor } else { 1.0 };
     let largest_leaf = e.leaf_values().iter().map(|v| v.abs()).filter(|v| v.is_finite()).fold(0.0, f64::max);
     let mut credits = vec![0f64; e.explain_len()];
     let mut margins = vec![0f64; no];
@@ -651,7 +653,7 @@ fn explanations(model: &Model, art: &Art, nf: usize, no: usize, data: &[u8]) {
         for o in 0..no {
             let own = &credits[o * (nf + 1)..(o + 1) * (nf + 1)];
             let sum: f64 = own.iter().sum();
-            let terms = mag[o].max(explainer.expected()[o].abs()).max((largest_leaf + largest_term) * e.trees().len() as f64) * 2.0 * depth;
+            let terms = mag[o].max(explainer.expected()[o].abs()).max((largest_leaf + largest_term) * e.trees().len() as f64 / divisor) * 2.0 * depth;
             let scale: f64 = own.iter().map(|c| c.abs()).sum::<f64>().max(margins[o].abs()).max(terms).max(1.0);
             if !(sum.is_finite() && margins[o].is_finite() && scale.is_finite()) {
                 continue;
