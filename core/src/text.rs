@@ -337,8 +337,9 @@ mod tests {
 
     #[test]
     fn a_label_the_service_did_not_report_crosses_no_threshold() {
-        // fuzz/crashes/text-absent-label-decides: a threshold of 0 or below used to apply to a
-        // label missing from the answer (read as 0), in the decision but not in `crossed`.
+        // fuzz/crashes/text-absent-label-decides: a label missing from the answer reads as 0,
+        // which a threshold of 0 or below would cross; it counts neither in `crossed` nor in
+        // the decision.
         let c: TextConfig = serde_json::from_str(r#"{"cluster":"nlp","labels":{"toxic":{"threshold":0,"action":"block"},"ok":{"threshold":-1}}}"#).unwrap();
         let v = TextVerdict::parse(br#"{"score":0.2,"label":"spam","labels":{"spam":0.2}}"#).unwrap();
         assert_eq!(v.crossed(&c).count(), 0);

@@ -85,6 +85,11 @@ pub fn section_bytes<'a>(bytes: &'a [u8], e: &SectionEntry) -> Option<&'a [u8]> 
     bytes.get(start..end)
 }
 
+/// What an averaging model divides its trees' sum by (1 for a sum).
+fn averaging_divisor(meta: &Meta) -> f64 {
+    if meta.aggregate == aggregate::AVERAGE { meta.aggregate_divisor } else { 1.0 }
+}
+
 impl Art {
     pub fn parse_accepted(bytes: &[u8]) -> Art {
         let header: Header = pod_read_unaligned(bytes.get(..HEADER_LEN).expect("ORACLE: accepted artifact shorter than the header"));
@@ -408,7 +413,7 @@ impl Art {
                 at = nd.left as usize + usize::from(!self.test(nd, v));
             }
         }
-        let div = if self.meta.aggregate == aggregate::AVERAGE { self.meta.aggregate_divisor } else { 1.0 };
+        let div = averaging_divisor(&self.meta);
         let margins = acc.iter().zip(&self.base).map(|(a, b)| if div == 1.0 { a + b } else { a / div + b }).collect();
         let mags = mag.iter().zip(&self.base).map(|(a, b)| a / div + b.abs()).collect();
         (margins, mags)
@@ -633,7 +638,7 @@ fn explanations(model: &Model, art: &Art, nf: usize, no: usize, data: &[u8]) {
     // may cancel: their sum's rounding is relative to those terms, not to its result.
     let depth = e.trees().iter().map(|t| t.depth as f64).fold(1.0, f64::max);
     let meta = e.meta();
-    let divisor = if meta.aggregate == aggregate::AVERAGE { meta.aggregate_divisor } else { 1.0 };
+    let divisor = averaging_divisor(meta);
     let largest_leaf = e.leaf_values().iter().map(|v| v.abs()).filter(|v| v.is_finite()).fold(0.0, f64::max);
     let mut credits = vec![0f64; e.explain_len()];
     let mut margins = vec![0f64; no];
