@@ -223,8 +223,9 @@ fuzz:
 FUZZ_SMOKE_SECONDS ?= 20
 FUZZ_SMOKE_TARGETS := artifact:seeds artifact_mutated ir_roundtrip config:seeds-config registry:seeds-registry features:seeds-features text signatures
 # libFuzzer lets inputs grow only while coverage stalls (-len_control), which held ir_roundtrip's
-# to 33 bytes: models of a tree or two. Its generator needs up to 4 KiB for what gen::census counts.
-FUZZ_FULL_LENGTH := ir_roundtrip
+# and (from an empty corpus) artifact_mutated's to 33 bytes: models of a tree or two. Their
+# generator needs up to 4 KiB for what gen::census counts.
+FUZZ_FULL_LENGTH := ir_roundtrip artifact_mutated
 FUZZ_FULL_LENGTH_FLAGS := -max_len=4096 -len_control=0
 .PHONY: fuzz-smoke
 fuzz-smoke:

@@ -35,7 +35,7 @@ const REAL: [&[u8]; 12] = [
     include_bytes!("../seeds/xgb_ua_fingerprints.esm"),
 ];
 
-fuzz_target!(|data: &[u8]| {
+fuzz_target!(init: edgescore_fuzz::writer_pool::run_writer_inline(), |data: &[u8]| {
     let mut u = Unstructured::new(data);
     let Ok(choice) = u.int_in_range(0usize..=REAL.len() + 14) else { return };
     let mut bytes = match REAL.get(choice) {

@@ -51,7 +51,7 @@ fn interesting(ir: &ModelIr) -> Vec<Vec<f32>> {
     per
 }
 
-fuzz_target!(|data: &[u8]| {
+fuzz_target!(init: edgescore_fuzz::writer_pool::run_writer_inline(), |data: &[u8]| {
     let mut u = Unstructured::new(data);
     let Ok(allow_bad) = gen::rare(&mut u, 8) else { return };
     let Ok(ir) = gen::model(&mut u, Cfg { allow_bad }) else { return };

@@ -6,7 +6,8 @@
 //! - `mutate`: structure-aware mutations of valid artifacts and the checksum re-seal;
 //! - `request_spec`, `schema_spec`: requests and feature schemas from fuzzer bytes;
 //! - `wire_map`: proxy-wasm's header-map format, written and read without the core;
-//! - `feature_reference`: every catalogue feature computed the plain way.
+//! - `feature_reference`: every catalogue feature computed the plain way;
+//! - `writer_pool`: the writer's rayon pool, run inline on the fuzzer's thread.
 
 pub mod feature_reference;
 pub mod gen;
@@ -16,3 +17,4 @@ pub mod reference;
 pub mod request_spec;
 pub mod schema_spec;
 pub mod wire_map;
+pub mod writer_pool;
