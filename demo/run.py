@@ -170,10 +170,12 @@ def wait_for_models(envoy: envoyctl.Envoy, listener: tuple[str, int], versions: 
     # takes each update: wait until a request is answered by these versions too.
     want = {f"{n}@{v}" for n, v in versions.items()}
     while True:
-        if want <= set(traffic.answering_models(*listener, source=source) or ()):
+        status, ids = traffic.probe(*listener, source=source)
+        if status == 200 and want <= set(ids):
             break
         if time.monotonic() > deadline:
-            raise RuntimeError(f"requests are not answered by {sorted(want)} yet")
+            last = f"answered {status} by [{', '.join(ids)}]" if status == 200 else f"answered {status}"
+            raise RuntimeError(f"requests are not answered by {sorted(want)} yet (the last probe: {last})")
         time.sleep(0.1)
     print(f"   registry models served: {', '.join(sorted(want))}")
 

@@ -177,13 +177,20 @@ def probe_request() -> Request:
     return dataclasses.replace(home, path=PROBE_PATH)
 
 
+def probe(host: str, port: int, source: str | None = None) -> tuple[int, list[str]]:
+    """One probe (sent from loopback address `source`): its status and the model ids that scored
+    it (none unless it was answered 200)."""
+    resp = send(host, port, probe_request(), source=source)
+    if resp.status != 200:
+        return resp.status, []
+    return resp.status, model_ids(json.loads(resp.body).get("x-edgescore"))
+
+
 def answering_models(host: str, port: int, source: str | None = None) -> list[str] | None:
     """The model ids that scored one probe (sent from loopback address `source`), or None if it
     was not answered 200."""
-    resp = send(host, port, probe_request(), source=source)
-    if resp.status != 200:
-        return None
-    return model_ids(json.loads(resp.body).get("x-edgescore"))
+    status, ids = probe(host, port, source)
+    return ids if status == 200 else None
 
 
 def wait_for_model(host: str, port: int, model_id: str, timeout: float = 30.0) -> float:
