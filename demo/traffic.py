@@ -186,25 +186,18 @@ def probe(host: str, port: int, source: str | None = None) -> tuple[int, list[st
     return resp.status, model_ids(json.loads(resp.body).get("x-edgescore"))
 
 
-def answering_models(host: str, port: int, source: str | None = None) -> list[str] | None:
-    """The model ids that scored one probe (sent from loopback address `source`), or None if it
-    was not answered 200."""
-    status, ids = probe(host, port, source)
-    return ids if status == 200 else None
-
-
 def wait_for_model(host: str, port: int, model_id: str, timeout: float = 30.0) -> float:
     """Seconds until PROBES_IN_A_ROW probes in a row are scored by `model_id`; TimeoutError
     naming what answered instead."""
     t0 = time.monotonic()
-    in_a_row, last = 0, None
+    in_a_row = 0
     while in_a_row < PROBES_IN_A_ROW:
-        last = answering_models(host, port)
-        in_a_row = in_a_row + 1 if last is not None and model_id in last else 0
+        status, last = probe(host, port)
+        in_a_row = in_a_row + 1 if status == 200 and model_id in last else 0
         if in_a_row == 0:
             if time.monotonic() - t0 > timeout:
-                raise TimeoutError(f"{model_id} does not answer after {timeout:.0f} s (the last probe was scored by "
-                                   f"{', '.join(last) if last else 'no model'})")
+                raise TimeoutError(f"{model_id} does not answer after {timeout:.0f} s (the last probe: answered "
+                                   f"{status}, scored by {', '.join(last) or 'no model'})")
             time.sleep(0.2)
     return time.monotonic() - t0
 
