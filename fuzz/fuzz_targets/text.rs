@@ -122,9 +122,12 @@ fn json_object(u: &mut Unstructured, out: &mut Vec<u8>, depth: u32, dup: &mut bo
         if i > 0 {
             out.extend_from_slice(if u.ratio(1, 4)? { b", " } else { b"," });
         }
-        let key = name(u)?;
-        *dup |= keys.contains(&key);
+        let (key, at) = (name(u)?, out.len());
         json_string(u, out, &key)?;
+        // The key as JSON reads it: an empty name is written as generated content, escapes
+        // (`\u00e9` is `é`) included.
+        let key = serde_json::from_slice::<String>(&out[at..]).unwrap_or(key);
+        *dup |= keys.contains(&key);
         keys.push(key);
         out.extend_from_slice(if u.ratio(1, 4)? { b": " } else { b":" });
         json_value(u, out, depth, dup)?;
