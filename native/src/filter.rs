@@ -105,7 +105,8 @@ impl Filter {
 
     /// Builds a scorer per worker over `registry` (plus the bootstrap models it does not
     /// replace) and leaves each in its worker's slot, which serves it from its next request on:
-    /// a swap per worker (`edgescore.registry.swaps`, as the Wasm filter counts them). The error
+    /// a swap per worker (`edgescore.registry.swaps`; the Wasm filter also counts the root on Envoy's
+    /// main thread, which has no counterpart here). The error
     /// is the configuration's refusal.
     pub fn offer<'m>(&self, registry: &[RegistryModel<'m>]) -> Result<Vec<String>, ConfigError> {
         // Assembled once: each worker's scorer shares its models (and their tables).
