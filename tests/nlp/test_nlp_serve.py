@@ -16,7 +16,6 @@ import socket
 import subprocess
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -184,13 +183,42 @@ def test_a_repeated_text_is_answered_from_the_cache(service):
     assert after["cache_entries"] >= 1
 
 
+def score_together(service, texts: list[str]) -> list[dict]:
+    """Scores `texts` over a connection each, the requests completed at one moment: each is
+    sent but its last byte, then the last bytes go out together. Requests sent whole from
+    threads reach a busy machine's replica one by one, and each runs alone (a CI run saw 24
+    batches for 24 texts); these are all waiting when the replica looks."""
+    requests_bytes = []
+    for text in texts:
+        body = json.dumps({"text": text}).encode()
+        requests_bytes.append(b"POST /score HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                              + f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode() + body)
+    socks: list[socket.socket] = []
+    try:
+        for whole in requests_bytes:
+            socks.append(socket.create_connection(("127.0.0.1", service["port"]), timeout=120))
+            socks[-1].sendall(whole[:-1])
+        for sock, whole in zip(socks, requests_bytes):
+            sock.sendall(whole[-1:])
+        answers = []
+        for sock in socks:
+            response = http.client.HTTPResponse(sock)
+            response.begin()
+            payload = json.loads(response.read())
+            assert response.status == 200, payload
+            answers.append(payload)
+        return answers
+    finally:
+        for sock in socks:
+            sock.close()
+
+
 def test_concurrent_requests_are_batched_and_score_as_the_model_alone(service, classifier):
     texts = [f"message number {i}: {t}" for i, t in enumerate(
         ["hey whats up", "ur trash uninstall", "free robux at my site", "see you tomorrow",
          "send me pics", "can someone help with the quest"] * 4)]
     before = stats(service)
-    with ThreadPoolExecutor(max_workers=len(texts)) as pool:
-        together = list(pool.map(lambda t: score(service, t), texts))
+    together = score_together(service, texts)
     after = stats(service)
     for text, served in zip(texts, together):
         (alone,) = classifier.score_batch([text])
