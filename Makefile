@@ -243,10 +243,10 @@ fuzz-smoke:
 	  echo "fuzz-smoke: $$name: $$(echo $$repro | wc -w) reproducers and $$(grep -o 'stat::number_of_executed_units: *[0-9]*' $$log | grep -o '[0-9]*$$') runs, no finding"; done
 
 # The whole edge path (Envoy, filter, registry, Ray NLP service) under constant load for
-# SOAK_MINUTES (10) while the NLP service is killed and slowed and models are republished, a bad
-# one included; see benches/soak/README.md.
+# SOAK_MINUTES (60) while the NLP service is killed and slowed, the registry frozen, and models
+# republished, a corrupted one and an expired manifest included; see benches/soak/README.md.
 soak: build venv
-	$(PY) -m benches.soak.run --minutes $${SOAK_MINUTES:-10} --write-readme
+	$(PY) -m benches.soak.run --minutes $${SOAK_MINUTES:-60} --write-readme
 
 # The shipped .wasm under hostile drive in the wasmtime proxy-wasm host (tests/tests/hostile_drive.rs):
 # 1,000,000 generated requests (`make test` runs 20,000; the guest runs compiled by Cranelift whatever

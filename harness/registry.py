@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import base64
-import functools
 import hashlib
 import http.server
 import json
@@ -118,7 +117,8 @@ def publish_examples(cli: Path, directory: Path = REGISTRY_DIR) -> list[str]:
 
 class RegistryServer:
     """A directory over HTTP on 127.0.0.1 (http.server in a thread of this process); `down()`
-    closes the socket, `up()` serves again on the same port."""
+    closes the socket, `up()` serves again on the same port. Setting `directory` takes effect
+    from the next request (the soak's frozen copy)."""
 
     def __init__(self, directory: Path = REGISTRY_DIR, port: int = 0):
         self.directory = directory
@@ -127,7 +127,8 @@ class RegistryServer:
         self.up()
 
     def up(self) -> None:
-        handler = functools.partial(_QuietHandler, directory=str(self.directory))
+        def handler(*args, **kwargs):
+            return _QuietHandler(*args, directory=str(self.directory), **kwargs)
         self.server = http.server.ThreadingHTTPServer(("127.0.0.1", self.port), handler)
         self.port = self.server.server_port
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
