@@ -194,6 +194,10 @@ class Envoy:
                 return st["local_address"]["socket_address"]["port_value"]
         raise KeyError(f"no listener {name!r}: {body}")
 
+    def counter(self, name: str) -> int:
+        """One counter or gauge by its full name (0 before Envoy has it)."""
+        return self.stats(name.replace(".", r"\.") + "$").get(name, 0)
+
     def stats(self, filter_regex: str = "") -> dict[str, int]:
         """Counters and gauges as a dict (histograms are left out)."""
         q = f"/stats?format=json&filter={urllib.request.quote(filter_regex)}" if filter_regex else "/stats?format=json"

@@ -103,7 +103,7 @@ class Running:
         builds (the poller's and the swaps' host calls): no wait for the flush."""
         if name.startswith("wasmcustom.") and not name.startswith(REGISTRY_STATS):
             self.settle()
-        return self.envoy.stats(name.replace(".", r"\.") + "$").get(name, 0)
+        return self.envoy.counter(name)
 
     def metric(self, name: str) -> float:
         """A series from /stats/prometheus by name, with its labels if it has any

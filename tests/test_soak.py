@@ -3,9 +3,10 @@
 The same run as `make soak` (real Envoy with --concurrency 2, the real Ray NLP service, the
 signed registry, every fault injected), only shorter and slower: the NLP service killed and
 restarted, its answers held beyond the timeout, a model republished every 10 s, the registry
-frozen until its manifest expires, a corrupted model and an expired manifest published. Its
-Envoy RSS bound is 5 %: 90 s is mostly the warm-up an hour's 2 % spreads over. The soak itself decides pass or fail (its exit status and results.json);
-this test checks those verdicts, so a fault that silently did nothing fails here too.
+frozen until its manifest expires, a corrupted model and an expired manifest published. The
+soak itself decides pass or fail (its exit status and results.json); this test checks those
+verdicts, so a fault that silently did nothing fails here too. Its Envoy RSS bound is 5 %:
+90 s is mostly the warm-up that an hour's 2 % spreads over.
 """
 
 from __future__ import annotations

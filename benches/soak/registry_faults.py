@@ -18,7 +18,9 @@ import os
 import time
 from pathlib import Path
 
+from harness.envoyctl import Envoy
 from harness.registry import DEMO_KEY, RegistryServer, manifest, publish, signed_envelope, utc
+from harness.running import REGISTRY_STATS
 
 
 def publish_bad(cli: Path, registry_dir: Path, good: Path) -> str:
@@ -68,10 +70,11 @@ def publish_expired(registry_dir: Path) -> int:
     return resign(registry_dir, now - 120, now - 60)
 
 
-def refusals(stats: dict[str, int], reason: str) -> int:
-    return sum(v for k, v in stats.items() if k.endswith(f"registry.refused.{reason}"))
+def refused(envoy: Envoy, reason: str) -> int:
+    """The poller's refusals for `reason` so far (they reach Envoy as they happen)."""
+    return envoy.counter(f"{REGISTRY_STATS}refused.{reason}")
 
 
-def accepted(stats: dict[str, int]) -> int:
-    return sum(v for k, v in stats.items() if k.endswith("registry.manifests_accepted"))
+def accepted(envoy: Envoy) -> int:
+    return envoy.counter(f"{REGISTRY_STATS}manifests_accepted")
 

@@ -51,6 +51,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
@@ -61,6 +62,7 @@ from demo.run import NlpService  # noqa: E402
 from harness import backend as demo_backend  # noqa: E402
 from harness import envoyctl, render_envoy  # noqa: E402
 from harness.registry import RegistryServer, publish  # noqa: E402
+from harness.running import REGISTRY_STATS  # noqa: E402
 from nlp.local_service import read_state  # noqa: E402
 from nlp.process_session import session_processes  # noqa: E402
 from tqdm import tqdm  # noqa: E402
@@ -267,18 +269,15 @@ def faults(duration: float) -> list[dict]:
     ]
 
 
-# Seconds for a registry counter to move: the poller polls every 2 s (envoy.yaml) and the
-# filter hands its counts to Envoy within a second or two.
+# Seconds for a registry counter to move: the poller polls every 2 s (envoy.yaml), and a
+# manifest's checks and the workers' swaps take a few more.
 REGISTRY_SETTLE_S = 12.0
 
 
-def wait_for(rig: Rig, moved) -> dict[str, int]:
-    """Envoy's stats once `moved(stats)` holds, or after REGISTRY_SETTLE_S."""
+def wait_until(moved: Callable[[], bool]) -> None:
+    """Returns once `moved()` holds, or after REGISTRY_SETTLE_S."""
     deadline = time.monotonic() + REGISTRY_SETTLE_S
-    while True:
-        stats = rig.envoy.stats(r"registry\.")
-        if moved(stats) or time.monotonic() >= deadline:
-            return stats
+    while not moved() and time.monotonic() < deadline:
         time.sleep(0.5)
 
 
@@ -309,28 +308,28 @@ def run_fault(f: dict, rig: Rig) -> None:
     elif f["what"] == "freeze_registry":
         until = f["until"]
         valid_s = max(3.0, (until - now) / 3)
-        before = rig.envoy.stats(r"registry\.")
+        expired_before = registry_faults.refused(rig.envoy, "expired")
         sequence = registry_faults.freeze(rig.registry, rig.registry_dir, rig.registry_dir.parent / "frozen", valid_s)
 
         def thaw() -> None:
             time.sleep(max(0.0, until - rig.now()))
-            frozen = rig.envoy.stats(r"registry\.")
+            accepted_frozen = registry_faults.accepted(rig.envoy)
             registry_faults.thaw(rig.registry, rig.registry_dir)
-            after = wait_for(rig, lambda s: registry_faults.accepted(s) > registry_faults.accepted(frozen))
-            expired = registry_faults.refusals(after, "expired") - registry_faults.refusals(before, "expired")
-            thawed = registry_faults.accepted(after) > registry_faults.accepted(frozen)
+            wait_until(lambda: registry_faults.accepted(rig.envoy) > accepted_frozen)
+            expired = registry_faults.refused(rig.envoy, "expired") - expired_before
+            thawed = registry_faults.accepted(rig.envoy) > accepted_frozen
             timeline.mark(now, rig.now(), f"registry frozen at seq {sequence} (valid {valid_s:.0f} s), publishing on behind it: "
                           f"refused {expired} times as expired" + (" (NOT refused)" if expired <= 0 else "")
                           + ("; the live manifest accepted after the thaw" if thawed else "; the live manifest NOT accepted after the thaw"))
         threading.Thread(target=thaw, daemon=True).start()
     elif f["what"] == "expired_manifest":
-        before = rig.envoy.stats(r"registry\.")
+        before = registry_faults.refused(rig.envoy, "expired")
         rig.publish_after = now + REGISTRY_SETTLE_S  # the pollers see it before a publish replaces it
         sequence = registry_faults.publish_expired(rig.registry_dir)
 
         def check() -> None:
-            after = wait_for(rig, lambda s: registry_faults.refusals(s, "expired") > registry_faults.refusals(before, "expired"))
-            expired = registry_faults.refusals(after, "expired") - registry_faults.refusals(before, "expired")
+            wait_until(lambda: registry_faults.refused(rig.envoy, "expired") > before)
+            expired = registry_faults.refused(rig.envoy, "expired") - before
             timeline.mark(now, rig.now(), f"expired manifest published (seq {sequence}, expired a minute before): refused {expired} times as expired"
                           + (" (NOT refused)" if expired <= 0 else ""))
         threading.Thread(target=check, daemon=True).start()
@@ -375,7 +374,7 @@ def faults_missed(timeline: Timeline, stats: dict[str, int]) -> list[str]:
         missed.append("NLP answers held beyond the timeout")
     if not any(m.startswith("bad model published") for m in marks):
         missed.append("bad model published")
-    if registry_faults.refusals(stats, "sha_mismatch") <= 0:
+    if stats.get(f"{REGISTRY_STATS}refused.sha_mismatch", 0) <= 0:
         missed.append("the bad model's refusal counted by the filter")
     if not any(m.startswith("registry frozen") and "NOT" not in m for m in marks):
         missed.append("registry frozen: its manifest refused as expired, the live one accepted after")

@@ -159,7 +159,7 @@ class Bench:
         e.start()
         deadline = time.monotonic() + 30
         # The Wasm filter's main-thread root context swaps too; the native module counts workers.
-        while counter(e, SWAPS) < WORKERS + (0 if self.args.native else 1):
+        while e.counter(SWAPS) < WORKERS + (0 if self.args.native else 1):
             if time.monotonic() > deadline:
                 raise RuntimeError(f"{name}: no models from the registry\n{e.log_tail()}")
             time.sleep(0.2)
@@ -219,9 +219,9 @@ class Bench:
         applied: list[float] = []
 
         def sample() -> None:
-            last = counter(e, updates)
+            last = e.counter(updates)
             while not stop.wait(0.1):
-                now = counter(e, updates)
+                now = e.counter(updates)
                 if now > last:
                     applied.append(time.time())
                 last = now
@@ -247,10 +247,6 @@ class Bench:
         res["marks_s"] = [round(m - t0, 3) for m in marks]
         res["rss_kib"] = rss_kib(e)
         return res
-
-
-def counter(e: envoyctl.Envoy, name: str) -> int:
-    return e.stats(name.replace(".", r"\.") + "$").get(name, 0)
 
 
 def rss_kib(e: envoyctl.Envoy) -> int:
@@ -414,14 +410,14 @@ def registry_run(bench: Bench, results: dict, rnd: int, last: bool, rate: float,
     args = bench.args
     e = bench.registry_envoy(f"registry{rnd}")
     started.append(e)
-    swaps0 = counter(e, SWAPS)
+    swaps0 = e.counter(SWAPS)
 
     def publishing(stop: threading.Event, marks: list[float]) -> None:
         while not stop.is_set():
             marks.append(time.time())
             bench.publish_next_bot()
-            if last and not rss_first and counter(e, SWAPS) - swaps0 >= 10:
-                rss_first.update(swaps=counter(e, SWAPS) - swaps0, kib=rss_kib(e))
+            if last and not rss_first and e.counter(SWAPS) - swaps0 >= 10:
+                rss_first.update(swaps=e.counter(SWAPS) - swaps0, kib=rss_kib(e))
             stop.wait(max(0.0, 1.0 - (time.time() - marks[-1])))
 
     progress.set_postfix_str(f"round {rnd + 1}/{args.rounds} (b) registry")
@@ -429,7 +425,7 @@ def registry_run(bench: Bench, results: dict, rnd: int, last: bool, rate: float,
     progress.update()
     results["runs"]["b"].append(run)
     results["publishes_b"] += len(run["marks_s"])
-    results["swaps_b"] += counter(e, SWAPS) - swaps0
+    results["swaps_b"] += e.counter(SWAPS) - swaps0
     time.sleep(2)  # the access log's last lines
     for k, n in scored_by(bench.work / f"registry{rnd}.access.log").items():
         results["scored_by_b"][k] = results["scored_by_b"].get(k, 0) + n
@@ -440,16 +436,16 @@ def registry_run(bench: Bench, results: dict, rnd: int, last: bool, rate: float,
         # A publish a second until --rss-swaps swaps take minutes without a sign of life
         # otherwise: a bar of its own over the swaps counted so far.
         with tqdm(total=args.rss_swaps, desc="swaps for RSS", unit="swap", disable=None, leave=False) as swaps:
-            while (done := counter(e, SWAPS) - swaps0) < args.rss_swaps:
+            while (done := e.counter(SWAPS) - swaps0) < args.rss_swaps:
                 swaps.update(done - swaps.n)
                 t = time.time()
                 bench.publish_next_bot()
-                if not rss_first and counter(e, SWAPS) - swaps0 >= 10:
-                    rss_first.update(swaps=counter(e, SWAPS) - swaps0, kib=rss_kib(e))
+                if not rss_first and e.counter(SWAPS) - swaps0 >= 10:
+                    rss_first.update(swaps=e.counter(SWAPS) - swaps0, kib=rss_kib(e))
                 time.sleep(max(0.0, 1.0 - (time.time() - t)))
         time.sleep(2)
         results["rss"] = {"swaps_first": rss_first.get("swaps"), "first_kib": rss_first.get("kib"),
-                          "swaps_last": counter(e, SWAPS) - swaps0, "last_kib": rss_kib(e)}
+                          "swaps_last": e.counter(SWAPS) - swaps0, "last_kib": rss_kib(e)}
     e.stop()
 
 
