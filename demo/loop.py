@@ -43,10 +43,9 @@ PATHS = ("/products/shoes", "/blog/2026/11/edge-scoring", "/", "/cart")
 BURST = 40
 BROWSER_SOURCES = ("127.0.3.11", "127.0.3.12", "127.0.3.13", "127.0.3.14")
 SCRIPTED_SOURCES = ("127.0.3.21", "127.0.3.22")
-# Where demo/run.py's live update sends from while the loop runs: its load (one address per
-# request, a crowd) and its probes for the model that answers.
+# Where demo/run.py's live update sends its load from while the loop runs: one address per
+# request, a crowd.
 CROWD_SOURCES = tuple(f"127.0.4.{i}" for i in range(1, 251))
-PROBE_SOURCE = "127.0.4.251"
 # The counts' window: the second round starts this long after the first one ended.
 WINDOW_S = 11.0
 

@@ -158,9 +158,9 @@ def served_versions(envoy: envoyctl.Envoy) -> dict[str, int]:
 
 
 def wait_for_models(envoy: envoyctl.Envoy, listener: tuple[str, int], versions: dict[str, int],
-                    timeout: float = 30.0, source: str | None = None) -> None:
+                    timeout: float = 30.0) -> None:
     """Until every worker serves `versions` (the poller polls every few seconds; until then the
-    filter has no model and applies on_error: allow); probes from loopback address `source`."""
+    filter has no model and applies on_error: allow)."""
     deadline = time.monotonic() + timeout
     while served_versions(envoy) != versions:
         if time.monotonic() > deadline:
@@ -170,7 +170,7 @@ def wait_for_models(envoy: envoyctl.Envoy, listener: tuple[str, int], versions: 
     # takes each update: wait until a request is answered by these versions too.
     want = {f"{n}@{v}" for n, v in versions.items()}
     while True:
-        status, ids = traffic.probe(*listener, source=source)
+        status, ids = traffic.probe(*listener)
         if status == 200 and want <= set(ids):
             break
         if time.monotonic() > deadline:
@@ -226,7 +226,7 @@ def live_update_step(envoy: envoyctl.Envoy, listener: tuple[str, int], cli: Path
     target = registry.active_versions()
     t0 = time.monotonic()
     try:
-        wait_for_models(envoy, listener, target, source=loop.PROBE_SOURCE)
+        wait_for_models(envoy, listener, target)
         print(f"   every worker serves bot@{target['bot']} {time.monotonic() - t0:.1f} s after the publish")
         time.sleep(1.0)
     finally:

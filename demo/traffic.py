@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import csv
 import dataclasses
+import itertools
 import json
 import sys
 import time
@@ -163,6 +164,10 @@ PROBE_PATH = "/?edgescore-demo-probe"
 # Consecutive probes, each on a fresh connection, that must name the awaited model: Envoy
 # spreads new connections over its workers, and each worker swaps models on its own tick.
 PROBES_IN_A_ROW = 5
+# Each probe comes from the next of these loopback addresses: probes every 0.1 s from one
+# address add up to a burst, which a model counting requests per client (`velocity`) blocks.
+PROBE_SOURCES = tuple(f"127.0.5.{i}" for i in range(1, 255))
+_probe_turn = itertools.count()
 
 
 def model_ids(scores_header: str | None) -> list[str]:
@@ -177,9 +182,10 @@ def probe_request() -> Request:
     return dataclasses.replace(home, path=PROBE_PATH)
 
 
-def probe(host: str, port: int, source: str | None = None) -> tuple[int, list[str]]:
-    """One probe (sent from loopback address `source`): its status and the model ids that scored
-    it (none unless it was answered 200)."""
+def probe(host: str, port: int) -> tuple[int, list[str]]:
+    """One probe, from the next of PROBE_SOURCES: its status and the model ids that scored it
+    (none unless it was answered 200)."""
+    source = PROBE_SOURCES[next(_probe_turn) % len(PROBE_SOURCES)]
     resp = send(host, port, probe_request(), source=source)
     if resp.status != 200:
         return resp.status, []
