@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import csv
 import dataclasses
+import ipaddress
 import itertools
 import json
 import sys
@@ -164,8 +165,9 @@ PROBE_PATH = "/?edgescore-demo-probe"
 # Consecutive probes, each on a fresh connection, that must name the awaited model: Envoy
 # spreads new connections over its workers, and each worker swaps models on its own tick.
 PROBES_IN_A_ROW = 5
-# Each probe comes from the next of these loopback addresses: probes every 0.1 s from one
-# address add up to a burst, which a model counting requests per client (`velocity`) blocks.
+# Each probe to a loopback listener comes from the next of these addresses: probes every 0.1 s
+# from one address add up to a burst, which a model counting requests per client (`velocity`)
+# blocks. A listener elsewhere is probed from the default address (a loopback source cannot reach it).
 PROBE_SOURCES = tuple(f"127.0.5.{i}" for i in range(1, 255))
 _probe_turn = itertools.count()
 
@@ -182,11 +184,20 @@ def probe_request() -> Request:
     return dataclasses.replace(home, path=PROBE_PATH)
 
 
+def probe_source(host: str) -> str | None:
+    """The address the next probe to `host` is sent from (None: the system's choice)."""
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return None
+    loopback = address.version == 4 and address.is_loopback
+    return PROBE_SOURCES[next(_probe_turn) % len(PROBE_SOURCES)] if loopback else None
+
+
 def probe(host: str, port: int) -> tuple[int, list[str]]:
-    """One probe, from the next of PROBE_SOURCES: its status and the model ids that scored it
-    (none unless it was answered 200)."""
-    source = PROBE_SOURCES[next(_probe_turn) % len(PROBE_SOURCES)]
-    resp = send(host, port, probe_request(), source=source)
+    """One probe, from `probe_source(host)`: its status and the model ids that scored it (none
+    unless it was answered 200)."""
+    resp = send(host, port, probe_request(), source=probe_source(host))
     if resp.status != 200:
         return resp.status, []
     return resp.status, model_ids(json.loads(resp.body).get("x-edgescore"))
