@@ -179,3 +179,40 @@ def test_a_model_without_node_values_is_refused_with_a_clear_error(tmp_path):
     assert "has no node values" in p.stderr and "panicked" not in p.stderr, p.stderr
     shown = subprocess.run([str(BIN), "inspect", str(artifact)], capture_output=True, text=True, timeout=60, check=True).stdout
     assert any(line.startswith("node values") and line.split(None, 2)[2].startswith("none") for line in shown.splitlines()), shown
+
+
+def test_covers_an_artifact_cannot_hold_are_left_out_with_a_note_and_the_model_scores(tmp_path):
+    """XGBoost's survival:cox hessians, summed in f32 once the margins spread, can come out
+    negative, so a node's cover can: the model compiles without node values, says so, and
+    scores as XGBoost does."""
+    import xgboost as xgb
+
+    rng = np.random.default_rng(2)
+    x = rng.normal(size=(400, 4)).astype(np.float32)
+    t = np.exp(x[:, 0] + x[:, 1] * x[:, 2] + rng.normal(size=400) * 0.3)
+    params = {"objective": "survival:cox", "max_depth": 5, "eta": 0.5, "lambda": 0.1, "nthread": 1, "seed": 1, "tree_method": "hist"}
+    booster = xgb.train(params, xgb.DMatrix(x, label=np.where(rng.random(400) < 0.2, -t, t)), 20)
+    model = tmp_path / "cox.json"
+    booster.save_model(model)
+    trees = json.loads(model.read_text())["learner"]["gradient_booster"]["model"]["trees"]
+    negative = [(n, i) for n, tree in enumerate(trees) for i, h in enumerate(tree["sum_hessian"]) if h < 0]
+    assert negative, "this XGBoost gave the model no negative cover: the test needs other data to exercise one"
+
+    artifact = tmp_path / "cox.esm"
+    p = subprocess.run([str(BIN), "compile", str(model), "-o", str(artifact)], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    tree, node = negative[0]
+    assert f"note: {model}: tree {tree}: node {node}: cover -" in p.stderr and "compiled without node values" in p.stderr, p.stderr
+
+    rows = tmp_path / "rows.csv"
+    pd.DataFrame(x, columns=[f"f{i}" for i in range(x.shape[1])]).to_csv(rows, index=False)
+    scored = subprocess.run([str(BIN), "score", str(artifact), "--csv", str(rows), "--raw"], capture_output=True, text=True, timeout=60, check=True)
+    ours_margin = np.array([float(v) for v in scored.stdout.split()])
+    theirs = booster.predict(xgb.DMatrix(x), output_margin=True).astype(np.float64)
+    assert_close("survival:cox margins", ours_margin, theirs)
+
+    shown = subprocess.run([str(BIN), "inspect", str(artifact)], capture_output=True, text=True, timeout=60, check=True).stdout
+    assert any(line.startswith("node values") and line.split(None, 2)[2].startswith("none") for line in shown.splitlines()), shown
+    p = subprocess.run([str(BIN), "explain", str(model), "--csv", str(rows)], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 1 and p.stdout == "", (p.stdout, p.stderr)
+    assert "compiled without node values" in p.stderr and "has no node values" in p.stderr and "panicked" not in p.stderr, p.stderr

@@ -63,7 +63,7 @@ const NO_FEATURE: usize = usize::MAX;
 impl<'a> Shap<'a> {
     pub fn new(e: &'a TreeEnsemble<'a>) -> Result<Shap<'a>> {
         let Some((_, covers)) = e.leaf_covers() else {
-            bail!("{} has no node values (compiled with --no-node-values, or for a format below 6): nothing to explain with", e.name())
+            bail!("{} has no node values (compiled with --no-node-values, for a format below 6, or from covers an artifact cannot hold): nothing to explain with", e.name())
         };
         let meta = e.meta();
         let divisor = if meta.aggregate == edgescore_core::artifact::layout::aggregate::AVERAGE { meta.aggregate_divisor } else { 1.0 };

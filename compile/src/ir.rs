@@ -185,6 +185,15 @@ impl Covers {
             .collect();
         Covers { kind: CoverKind::Equal, per_tree }
     }
+
+    /// The first cover an artifact cannot hold, as (tree, index, cover): negative or not
+    /// finite. Covers weigh paths; XGBoost's `survival:cox` hessians, and so its hessian sums,
+    /// can be negative.
+    pub fn first_unusable(&self) -> Option<(usize, usize, f64)> {
+        self.per_tree.iter().enumerate().find_map(|(t, covers)| {
+            covers.iter().position(|c| !(c.is_finite() && *c >= 0.0)).map(|i| (t, i, covers[i]))
+        })
+    }
 }
 
 impl ModelIr {

@@ -117,8 +117,25 @@ pub struct SourceOptions<'a> {
 }
 
 /// A trained model's IR as `compile` makes it: read, named, versioned, schema applied.
-pub fn read_source(path: &Path, bytes: &[u8], options: &SourceOptions) -> Result<ModelIr> {
+/// A trained model read for compiling, and what the reading left out, each said in a line.
+pub struct Source {
+    pub ir: ModelIr,
+    pub notes: Vec<String>,
+}
+
+pub fn read_source(path: &Path, bytes: &[u8], options: &SourceOptions) -> Result<Source> {
     let mut ir = readers::read(bytes, options.format).with_context(|| format!("cannot compile {}", path.display()))?;
+    let mut notes = Vec::new();
+    // The model scores the same without its covers; only reasons and `explain` need them.
+    if let Some((t, i, cover)) = ir.covers.as_ref().and_then(ir::Covers::first_unusable) {
+        ir.covers = None;
+        notes.push(format!(
+            "{}: tree {t}: node {i}: cover {cover} ({} {}; the artifact holds covers of 0 or more): compiled without node values, so no per-request reasons and no `explain`",
+            path.display(),
+            ir.objective,
+            if cover.is_finite() { "hessian sums can be negative" } else { "covers are not finite" },
+        ));
+    }
     ir.name = options.name.map_or_else(|| default_model_name(path), str::to_string);
     if let Some(v) = options.version {
         ir.version = v.to_string();
@@ -131,7 +148,7 @@ pub fn read_source(path: &Path, bytes: &[u8], options: &SourceOptions) -> Result
         ir.ua_fingerprints = ua_fingerprints::read(table)?;
     }
     ua_fingerprints::require_table(ir.features.iter().map(|f| &f.name), &ir.ua_fingerprints).with_context(|| format!("cannot compile {}", path.display()))?;
-    Ok(ir)
+    Ok(Source { ir, notes })
 }
 
 /// What `inspect` describes: an artifact as it is, or a trained model compiled in memory
@@ -139,6 +156,8 @@ pub fn read_source(path: &Path, bytes: &[u8], options: &SourceOptions) -> Result
 pub struct Inspected {
     pub model: edgescore_core::Model,
     pub origin: report::Origin,
+    /// What compiling a trained model left out ([`Source::notes`]).
+    pub notes: Vec<String>,
 }
 
 pub fn load_for_inspect(path: &Path, options: &SourceOptions) -> Result<Inspected> {
@@ -152,11 +171,11 @@ pub fn load_for_inspect(path: &Path, options: &SourceOptions) -> Result<Inspecte
             anyhow::bail!("{} is a compiled artifact: --schema, --ua-fingerprints, --format, --name and --version apply to trained models", path.display());
         }
         let model = edgescore_core::Model::load(&bytes).with_context(|| format!("{} is not a valid artifact", path.display()))?;
-        return Ok(Inspected { model, origin: report::Origin::Artifact });
+        return Ok(Inspected { model, origin: report::Origin::Artifact, notes: Vec::new() });
     }
-    let ir = read_source(path, &bytes, options)?;
+    let Source { ir, notes } = read_source(path, &bytes, options)?;
     let artifact = compile(&ir).with_context(|| format!("cannot compile {}", path.display()))?;
     let model = edgescore_core::Model::load(&artifact).context("the compiled artifact failed validation (compiler bug)")?;
     let gain = readers::gain::read(&bytes, options.format).with_context(|| format!("cannot read the split gains of {}", path.display()))?;
-    Ok(Inspected { model, origin: report::Origin::Source(gain) })
+    Ok(Inspected { model, origin: report::Origin::Source(gain), notes })
 }

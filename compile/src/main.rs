@@ -289,12 +289,20 @@ fn write_validated(bytes: &[u8], output: &std::path::Path) -> Result<(Model, Wri
     result
 }
 
+/// What a command left out of what it was given, on stderr: the output stays the data.
+fn print_notes(notes: &[String]) {
+    for note in notes {
+        eprintln!("edgescore: note: {note}");
+    }
+}
+
 fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Compile { model, output, source, max_format, timings, reference, reference_bins, no_node_values } => {
             let start = Instant::now();
             allocator::open_arena();
-            let mut ir = edgescore_compile::read_source(&model, &edgescore_compile::read_model_file(&model)?, &source.options())?;
+            let edgescore_compile::Source { mut ir, notes } = edgescore_compile::read_source(&model, &edgescore_compile::read_model_file(&model)?, &source.options())?;
+            print_notes(&notes);
             if no_node_values {
                 ir.covers = None;
             }
@@ -377,6 +385,7 @@ fn run(cli: Cli) -> Result<()> {
         }
         Command::Inspect { model, html: Some(html), csv, source, .. } => {
             let inspected = edgescore_compile::load_for_inspect(&model, &source.options())?;
+            print_notes(&inspected.notes);
             let e = inspected.model.ensemble();
             let rows = csv.as_ref().map(|path| rows::read_rows(path, &e)).transpose()?;
             let source = csv.as_ref().map(|p| p.display().to_string()).unwrap_or_default();
@@ -394,7 +403,9 @@ fn run(cli: Cli) -> Result<()> {
         }
         Command::Inspect { model, json, html: None, source, .. } => {
             // With reasons' tables, so that the report shows what they cost.
-            let model = edgescore_compile::load_for_inspect(&model, &source.options())?.model.with_explainer();
+            let inspected = edgescore_compile::load_for_inspect(&model, &source.options())?;
+            print_notes(&inspected.notes);
+            let model = inspected.model.with_explainer();
             let report = inspect::report(&model.ensemble());
             if json {
                 println!("{}", serde_json::to_string_pretty(&report)?);
@@ -403,7 +414,9 @@ fn run(cli: Cli) -> Result<()> {
             }
         }
         Command::Explain { model, csv, source } => {
-            let model = edgescore_compile::load_for_inspect(&model, &source.options())?.model.with_explainer();
+            let inspected = edgescore_compile::load_for_inspect(&model, &source.options())?;
+            print_notes(&inspected.notes);
+            let model = inspected.model.with_explainer();
             let e = model.ensemble();
             let rows = rows::read_rows(&csv, e)?;
             let stdout = std::io::stdout();
