@@ -116,13 +116,13 @@ pub struct SourceOptions<'a> {
     pub ua_fingerprints: Option<&'a Path>,
 }
 
-/// A trained model's IR as `compile` makes it: read, named, versioned, schema applied.
 /// A trained model read for compiling, and what the reading left out, each said in a line.
 pub struct Source {
     pub ir: ModelIr,
     pub notes: Vec<String>,
 }
 
+/// A trained model's IR as `compile` makes it: read, named, versioned, schema applied.
 pub fn read_source(path: &Path, bytes: &[u8], options: &SourceOptions) -> Result<Source> {
     let mut ir = readers::read(bytes, options.format).with_context(|| format!("cannot compile {}", path.display()))?;
     let mut notes = Vec::new();
