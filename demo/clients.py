@@ -2,8 +2,8 @@
 Chrome's TLS stack and its own headers, and the same headers replayed byte for byte through
 Python's TLS stack, so that the two differ in their TLS client hello alone.
 
-Chromium runs headless on a throwaway profile, one navigation per run (it also asks for the
-favicon), over HTTP/1.1 (`--disable-http2`, as the replay speaks), with `shop.example.com`
+Chromium runs headless on a throwaway profile, one navigation per run (most runs also ask for
+the favicon: the request races Chromium's exit), over HTTP/1.1 (`--disable-http2`, as the replay speaks), with `shop.example.com`
 resolved to the listener's loopback address. Every process it starts is stopped by its
 process group.
 """
@@ -103,7 +103,7 @@ class _HeaderCapture:
 
 
 def chromium_requests(user_agent: str, cert: Path, key: Path) -> list[tuple[str, list[tuple[str, str]]]]:
-    """What Chromium sends for a navigation (and the favicon it asks for next): each request's
+    """What Chromium sends for a navigation (and the favicon, if it asks for it): each request's
     path (`{page}` for the navigation's) and its headers, in order, as written on the wire,
     with the page's URL as `{page}` and the site's `host:port` as `{origin}` (the `Host` and
     `Referer` values): `replay` puts in the listener's, for any page."""
