@@ -302,7 +302,6 @@ fn run(cli: Cli) -> Result<()> {
             let start = Instant::now();
             allocator::open_arena();
             let edgescore_compile::Source { mut ir, notes } = edgescore_compile::read_source(&model, &edgescore_compile::read_model_file(&model)?, &source.options())?;
-            print_notes(&notes);
             if no_node_values {
                 ir.covers = None;
             }
@@ -318,6 +317,7 @@ fn run(cli: Cli) -> Result<()> {
             std::mem::forget(ir);
             // Validate what we wrote, exactly as the filter will, while the file is written.
             let (loaded, times) = write_validated(&bytes, &output)?;
+            print_notes(&notes);
             let e = loaded.ensemble();
             if timings {
                 // "Validated" is the artifact in memory, checked as the filter checks it: what a

@@ -312,7 +312,25 @@ pub(super) fn deserialize<'a, T: Deserialize<'a>>(bytes: &'a [u8]) -> Result<T, 
     if is_ubjson(bytes) {
         ubjson::from_slice(bytes).map_err(ubjson_error)
     } else {
-        serde_json::from_slice(bytes).map_err(|e| malformed(format!("not an XGBoost JSON model: {e}")))
+        serde_json::from_slice(bytes).map_err(|e| json_error(bytes, e))
+    }
+}
+
+/// XGBoost's JSON writer prints a value that is not finite as `NaN`, `Infinity` or
+/// `-Infinity`, which JSON has no number for: said as such, not as a syntax error.
+fn json_error(bytes: &[u8], e: serde_json::Error) -> ReadError {
+    let line_start = bytes.split_inclusive(|&b| b == b'\n').take(e.line().saturating_sub(1)).map(<[u8]>::len).sum::<usize>();
+    // serde_json points at the token, or past a leading '-'.
+    let at = (line_start + e.column()).saturating_sub(2);
+    let near = bytes.get(at..bytes.len().min(at + 10)).unwrap_or_default();
+    match [&b"NaN"[..], b"Infinity"].into_iter().find(|word| near.windows(word.len()).take(3).any(|w| w == *word)) {
+        Some(word) => malformed(format!(
+            "line {} column {}: {} is not a number JSON can hold: the model has a value that is not finite (a leaf of a training that diverged?)",
+            e.line(),
+            e.column(),
+            String::from_utf8_lossy(word)
+        )),
+        None => malformed(format!("not an XGBoost JSON model: {e}")),
     }
 }
 
@@ -567,6 +585,21 @@ mod tests {
                 "unsupported in XGBoost model: booster `gblinear` (a linear model, not a tree ensemble: edgescore compiles gbtree and dart)",
                 "{file}"
             );
+        }
+    }
+
+    /// XGBoost writes a value that is not finite as a bare `NaN` or `Infinity`: the error says
+    /// so and where, not only that a JSON value was expected.
+    #[test]
+    fn a_value_json_cannot_hold_is_named() {
+        let path = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/models/xgb_binary/model.json");
+        let text = std::fs::read_to_string(path).unwrap();
+        for (word, shown) in [("NaN", "NaN"), ("Infinity", "Infinity"), ("\n-Infinity", "Infinity")] {
+            let broken = text.replacen("\"base_weights\":[", &format!("\"base_weights\":[{word},"), 1);
+            assert_ne!(broken, text);
+            let err = super::read(broken.as_bytes()).err().expect("a model with a bare NaN compiled").to_string();
+            assert!(err.contains(&format!(": {shown} is not a number JSON can hold: the model has a value that is not finite")), "{word}: {err}");
+            assert!(err.contains(if word.starts_with('\n') { "line 2 column " } else { "line 1 column " }), "{word}: {err}");
         }
     }
 }
