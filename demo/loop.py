@@ -30,6 +30,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from demo import clients, traffic
 from demo.access_log import client_address, parse_reasons, parse_state
@@ -95,17 +96,25 @@ class Round:
     ended: float
 
 
-def chromium_lines(envoy: envoyctl.Envoy, start: int) -> list[dict]:
-    """Chromium's access-log lines from line `start` on, once each of its navigations shows."""
+def logged(envoy: envoyctl.Envoy, start: int, count: Callable[[dict], bool], wanted: int, what: str) -> list[dict]:
+    """The loop's clients' access-log lines from line `start` on, once `wanted` of them are
+    `count`ed: Envoy writes its access log about once a second."""
     deadline = time.monotonic() + 10
     while True:
-        lines = [ln for ln in envoy.access_log()[start:] if client_of(ln) is CHROMIUM]
-        if sum(ln.get("path") in PATHS for ln in lines) >= len(PATHS):
-            time.sleep(1.0)  # Envoy writes its access log about once a second: a favicon's line may follow
-            return [ln for ln in envoy.access_log()[start:] if client_of(ln) is CHROMIUM]
+        lines = [ln for ln in envoy.access_log()[start:] if client_of(ln) is not None]
+        shown = sum(map(count, lines))
+        if shown >= wanted:
+            return lines
         if time.monotonic() > deadline:
-            raise RuntimeError(f"the access log shows {len(lines)} of Chromium's requests, not its {len(PATHS)} navigations, after 10 s")
+            raise RuntimeError(f"the access log shows {shown} of the {wanted} {what} after 10 s")
         time.sleep(0.2)
+
+
+def chromium_lines(envoy: envoyctl.Envoy, start: int) -> list[dict]:
+    """Chromium's access-log lines from line `start` on, once each of its navigations shows."""
+    logged(envoy, start, lambda ln: client_of(ln) is CHROMIUM and ln.get("path") in PATHS, len(PATHS), "Chromium's navigations")
+    time.sleep(1.0)  # a favicon's line may follow its page's by a write
+    return [ln for ln in envoy.access_log()[start:] if client_of(ln) is CHROMIUM]
 
 
 def asked_per_navigation(lines: list[dict]) -> list[tuple[str, set[str]]]:
@@ -153,15 +162,7 @@ def send_round(envoy: envoyctl.Envoy, listener: tuple[str, int], tls: tuple[str,
         client.send(*listener, product, source=BURSTING.source)
         sent += 1
     ended = time.monotonic()
-    deadline = time.monotonic() + 10
-    while True:
-        lines = [ln for ln in envoy.access_log()[start:] if client_of(ln) is not None]
-        others = sum(client_of(ln) is not CHROMIUM for ln in lines)
-        if others >= sent:
-            return Round(lines, ended)
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"the access log shows {others} of the {sent} requests sent after 10 s")
-        time.sleep(0.2)
+    return Round(logged(envoy, start, lambda ln: client_of(ln) is not CHROMIUM, sent, "requests sent"), ended)
 
 
 def print_round(title: str, rnd: Round) -> None:
